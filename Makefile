@@ -1,0 +1,108 @@
+# gpu-workbench: one entry point. Components live in their folders; each folder's objects
+# become one archive, every binary is its folder's main.c linked against the archives.
+#
+#   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl
+#   make test       build and run every test (T=name runs the cases whose name contains it)
+#   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
+#   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
+#   make demo       start the system locally (see README)
+#   make deps       install the Debian packages (idempotent, as root)
+
+CC       ?= cc
+BUILD    ?= build
+BIN      ?= bin
+PKGS     := libevent hiredis libcurl msgpack sqlite3 jansson yaml-0.1 libcrypto
+SAN      ?=
+WERROR   ?=
+
+CPPFLAGS += -D_GNU_SOURCE -I. -MMD -MP
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wformat=2 -Wvla -Wno-format-nonliteral -Wno-format-truncation -fno-omit-frame-pointer \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+ifneq ($(SAN),)
+CFLAGS   += -fsanitize=$(SAN) -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=$(SAN)
+endif
+ifneq ($(WERROR),)
+CFLAGS   += -Werror
+endif
+
+# Component archives, in link order (a later archive may not use an earlier one).
+COMPONENTS := server tools/gwbctl tools/kubesim worker queue config lib
+# Each binary is built once its folder has a main.c.
+BIN_MAINS  := server/main.c:gwb-server worker/main.c:gwb-worker \
+              tools/kubesim/main.c:kubesim tools/gwbctl/main.c:gwbctl
+BINARIES   := $(foreach m,$(BIN_MAINS),$(if $(wildcard $(word 1,$(subst :, ,$(m)))),\
+                $(BIN)/$(word 2,$(subst :, ,$(m)))))
+
+comp_srcs   = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+comp_lib    = $(BUILD)/lib$(subst /,-,$(1)).a
+ARCHIVES   := $(foreach c,$(COMPONENTS),$(call comp_lib,$(c)))
+ALL_SRCS   := $(foreach c,$(COMPONENTS),$(wildcard $(c)/*.c))
+
+TEST_SRCS    := $(shell find tests -name 'test_*.c' 2>/dev/null | sort)
+TEST_BINS    := $(patsubst tests/%.c,$(BIN)/tests/%,$(TEST_SRCS))
+HARNESS_SRCS := $(wildcard tests/harness/*.c)
+HARNESS_LIB  := $(BUILD)/libharness.a
+BENCH_SRCS   := $(wildcard tests/bench/bench_*.c)
+BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
+
+.PHONY: all deps test check bench demo clean format lint
+all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+define archive_rule
+$(call comp_lib,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(call comp_srcs,$(1)))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach c,$(COMPONENTS),$(eval $(call archive_rule,$(c))))
+
+$(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+define binary_rule
+$(BIN)/$(word 2,$(subst :, ,$(1))): $(patsubst %.c,$(BUILD)/%.o,$(word 1,$(subst :, ,$(1)))) $(ARCHIVES)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach m,$(BIN_MAINS),$(eval $(call binary_rule,$(m))))
+
+$(BIN)/tests/%: $(BUILD)/tests/%.o $(HARNESS_LIB) $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS_LIB) $(ARCHIVES) $(LDLIBS)
+
+test: all
+	@GWB_BIN=$(abspath $(BIN)) tests/run.sh '$(T)'
+
+# The sanitizer build lives apart from the normal one so both stay usable.
+check: lint
+	$(MAKE) BUILD=build/check BIN=build/check/bin SAN=address,undefined WERROR=1 CFLAGS='-O1 -g' all
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  GWB_BIN=$(abspath build/check/bin) tests/run.sh '$(T)'
+
+lint:
+	@tools/check-banned.sh
+
+bench: all
+	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; GWB_BIN=$(abspath $(BIN)) $$b; done
+
+demo: all
+	@tools/demo.sh
+
+deps:
+	@tools/deps.sh
+
+format:
+	clang-format -i $(ALL_SRCS) $(shell find lib server config queue worker tools tests -name '*.h')
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,66 @@
+/* Time helpers. */
+#include "lib/clock.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/err.h"
+
+int64_t clock_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t clock_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *clock_fmt_rfc3339_ms(int64_t ms, char *buf, size_t len)
+{
+	time_t sec = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	return buf;
+}
+
+char *clock_fmt_rfc3339(int64_t ms, char *buf, size_t len)
+{
+	time_t sec = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	return buf;
+}
+
+int clock_parse_rfc3339(const char *s, int64_t *ms)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return GWB_EINVAL;
+	int64_t frac = 0;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+			if (digits < 3)
+				frac = frac * 10 + (*p - '0');
+		if (digits == 0)
+			return GWB_EINVAL;
+		for (; digits < 3; digits++)
+			frac *= 10;
+	}
+	if (strcmp(p, "Z") != 0)
+		return GWB_EINVAL;
+	*ms = (int64_t)timegm(&tm) * 1000 + frac;
+	return 0;
+}

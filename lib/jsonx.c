@@ -1,0 +1,192 @@
+/* Strict JSON parsing and typed field readers. */
+#include "lib/jsonx.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/err.h"
+
+int jx_utf8_valid(const char *buf, size_t len, size_t *bad_offset)
+{
+	const unsigned char *s = (const unsigned char *)buf;
+	size_t i = 0;
+	while (i < len) {
+		unsigned c = s[i];
+		size_t n;
+		unsigned cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xe0) == 0xc0) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			goto bad;
+		}
+		if (len - i <= n)
+			goto bad;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				goto bad;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			goto bad;
+		i += n + 1;
+	}
+	return 1;
+bad:
+	if (bad_offset)
+		*bad_offset = i;
+	return 0;
+}
+
+json_t *jx_parse(const char *buf, size_t len, struct jx_parse_err *e)
+{
+	memset(e, 0, sizeof *e);
+	size_t bad;
+	if (!jx_utf8_valid(buf, len, &bad)) {
+		e->code = "invalid_utf8";
+		e->position = (long)bad;
+		snprintf(e->message, sizeof e->message, "body is not valid UTF-8 at byte %zu", bad);
+		return NULL;
+	}
+	json_error_t je;
+	json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	if (!v) {
+		e->code = "invalid_json";
+		e->line = je.line;
+		e->column = je.column;
+		e->position = je.position;
+		snprintf(e->message, sizeof e->message, "malformed JSON at line %d, column %d: %s",
+			 je.line, je.column, je.text);
+		return NULL;
+	}
+	return v;
+}
+
+static int fail(struct jx_err *e, const char *field, const char *rule)
+{
+	snprintf(e->field, sizeof e->field, "%s", field);
+	snprintf(e->rule, sizeof e->rule, "%s", rule);
+	return GWB_EINVAL;
+}
+
+int jx_only_keys(const json_t *obj, const char *const *allowed, struct jx_err *e)
+{
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)obj, key, val) {
+		(void)val;
+		int ok = 0;
+		for (const char *const *a = allowed; *a; a++)
+			if (strcmp(*a, key) == 0)
+				ok = 1;
+		if (!ok)
+			return fail(e, key, "unknown field");
+	}
+	return 0;
+}
+
+int jx_int(const json_t *obj, const char *key, int required, int64_t def, int64_t min, int64_t max,
+	   int64_t *out, struct jx_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	char rule[160];
+	if (!v) {
+		if (required)
+			return fail(e, key, "required");
+		*out = def;
+		return 0;
+	}
+	if (!json_is_integer(v)) {
+		snprintf(rule, sizeof rule, "must be an integer from %lld to %lld", (long long)min,
+			 (long long)max);
+		return fail(e, key, rule);
+	}
+	json_int_t i = json_integer_value(v);
+	if (i < min || i > max) {
+		snprintf(rule, sizeof rule, "must be from %lld to %lld", (long long)min,
+			 (long long)max);
+		return fail(e, key, rule);
+	}
+	*out = i;
+	return 0;
+}
+
+int jx_str(const json_t *obj, const char *key, int required, const char *def, size_t minlen,
+	   size_t maxlen, const char **out, struct jx_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	char rule[160];
+	if (!v) {
+		if (required)
+			return fail(e, key, "required");
+		*out = def;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return fail(e, key, "must be a string");
+	size_t n = json_string_length(v);
+	if (n < minlen || n > maxlen) {
+		snprintf(rule, sizeof rule, "length must be from %zu to %zu bytes", minlen, maxlen);
+		return fail(e, key, rule);
+	}
+	if (memchr(json_string_value(v), '\0', n))
+		return fail(e, key, "must not contain NUL");
+	*out = json_string_value(v);
+	return 0;
+}
+
+int jx_enum(const json_t *obj, const char *key, int required, const char *const *values,
+	    const char *def, const char **out, struct jx_err *e)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v) {
+		if (required)
+			return fail(e, key, "required");
+		*out = def;
+		return 0;
+	}
+	char rule[192] = "must be one of:";
+	size_t used = strlen(rule);
+	for (const char *const *a = values; *a; a++) {
+		int n = snprintf(rule + used, sizeof rule - used, " %s", *a);
+		if (n > 0 && (size_t)n < sizeof rule - used)
+			used += (size_t)n;
+	}
+	if (!json_is_string(v))
+		return fail(e, key, rule);
+	for (const char *const *a = values; *a; a++) {
+		if (strcmp(*a, json_string_value(v)) == 0) {
+			*out = *a;
+			return 0;
+		}
+	}
+	return fail(e, key, rule);
+}
+
+char *jx_dump(const json_t *v)
+{
+	/* Sized by a first pass so the buffer is ours whatever allocator jansson was given. */
+	size_t flags = JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY;
+	size_t n = json_dumpb(v, NULL, 0, flags);
+	char *s = gwb_malloc(n + 1);
+	if (json_dumpb(v, s, n, flags) != n)
+		n = 0;
+	s[n] = '\0';
+	return s;
+}
+
+void jx_set_str_or_null(json_t *obj, const char *key, const char *s)
+{
+	json_object_set_new(obj, key, s ? json_string(s) : json_null());
+}

@@ -1,0 +1,518 @@
+/* Integration-test harness: real processes, real sockets. */
+#include "tests/harness/harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "tests/harness/t.h"
+
+static char tmpdir[PATH_MAX];
+
+static const char *ring_fmt(const char *a, const char *b)
+{
+	static char ring[8][PATH_MAX];
+	static unsigned slot;
+	char *out = ring[slot++ % 8];
+	snprintf(out, PATH_MAX, "%s/%s", a, b);
+	return out;
+}
+
+const char *h_bin(const char *name)
+{
+	const char *dir = getenv("GWB_BIN");
+	return ring_fmt(dir && dir[0] ? dir : "bin", name);
+}
+
+static void rm_tmpdir(void *arg)
+{
+	(void)arg;
+	if (!tmpdir[0] || getenv("GWB_KEEP_TMP"))
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", tmpdir, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+const char *h_tmpdir(void)
+{
+	if (!tmpdir[0]) {
+		/* Short base: Unix socket paths must fit in 108 bytes. */
+		snprintf(tmpdir, sizeof tmpdir, "/tmp/gwbt.XXXXXX");
+		if (!mkdtemp(tmpdir))
+			t_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+		t_defer(rm_tmpdir, NULL);
+	}
+	return tmpdir;
+}
+
+const char *h_path(const char *name)
+{
+	return ring_fmt(h_tmpdir(), name);
+}
+
+void h_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int find_ready(const struct h_proc *p, const char *ready, char *url, size_t urllen)
+{
+	FILE *f = fopen(p->log, "r");
+	if (!f)
+		return 0;
+	char line[1024];
+	int found = 0;
+	while (fgets(line, sizeof line, f)) {
+		char *at = strstr(line, ready);
+		if (!at)
+			continue;
+		at += strlen(ready);
+		while (*at == ' ')
+			at++;
+		at[strcspn(at, " \r\n")] = '\0';
+		snprintf(url, urllen, "%s", at);
+		found = 1;
+		break;
+	}
+	fclose(f);
+	return found;
+}
+
+int h_proc_start(struct h_proc *p, const char *const *argv, const char *const *env,
+		 const char *ready, int timeout_ms)
+{
+	static int seq;
+	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	char name[128];
+	snprintf(name, sizeof name, "%s.%d.log", base, ++seq);
+	snprintf(p->log, sizeof p->log, "%s", h_path(name));
+	p->url[0] = '\0';
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		int nul = open("/dev/null", O_RDONLY);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			close(nul);
+		}
+		for (const char *const *e = env; e && *e; e++)
+			putenv((char *)*e);
+		execvp(argv[0], (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	p->pid = pid;
+	if (!ready)
+		return 0;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	while (clock_mono_ms() < deadline) {
+		if (find_ready(p, ready, p->url, sizeof p->url))
+			return 0;
+		if (!h_proc_alive(p))
+			return -1;
+		h_sleep_ms(10);
+	}
+	return -1;
+}
+
+int h_proc_alive(struct h_proc *p)
+{
+	if (p->pid <= 0)
+		return 0;
+	int st;
+	pid_t r = waitpid(p->pid, &st, WNOHANG);
+	if (r == p->pid) {
+		p->pid = -(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) - 1;
+		return 0;
+	}
+	return r == 0;
+}
+
+int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
+{
+	if (p->pid <= 0)
+		return p->pid < 0 ? -p->pid - 1 : 0;
+	pid_t pid = p->pid;
+	kill(pid, sig);
+	int st = 0;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0) {
+			p->pid = 0;
+			return 0;
+		}
+		if (clock_mono_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			break;
+		}
+		h_sleep_ms(5);
+	}
+	int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	p->pid = -code - 1;
+	return code;
+}
+
+void h_proc_dump_log(const struct h_proc *p, int lines)
+{
+	char cmd[PATH_MAX + 64];
+	snprintf(cmd, sizeof cmd, "tail -n %d '%s' | sed 's/^/    | /'", lines, p->log);
+	fflush(stdout);
+	if (system(cmd) < 0)
+		t_log("could not show %s", p->log);
+}
+
+/* ---- redis ---- */
+
+static void redis_cleanup(void *arg)
+{
+	struct h_redis *r = arg;
+	h_proc_stop(&r->proc, SIGKILL, 1000);
+}
+
+static int unix_connectable(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	close(fd);
+	return ok;
+}
+
+static void redis_spawn(struct h_redis *r)
+{
+	const char *argv[] = { "redis-server", "--port", "0", "--unixsocket", r->sock,
+			       "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+			       "--dir", h_tmpdir(), NULL };
+	if (h_proc_start(&r->proc, argv, NULL, NULL, 0) < 0)
+		t_fail(__FILE__, __LINE__, "cannot start redis-server");
+	int64_t deadline = clock_mono_ms() + 10000;
+	while (!unix_connectable(r->sock)) {
+		if (clock_mono_ms() > deadline || !h_proc_alive(&r->proc)) {
+			h_proc_dump_log(&r->proc, 20);
+			t_fail(__FILE__, __LINE__, "redis-server did not come up");
+		}
+		h_sleep_ms(10);
+	}
+}
+
+void h_redis_start(struct h_redis *r)
+{
+	memset(r, 0, sizeof *r);
+	snprintf(r->sock, sizeof r->sock, "%s", h_path("redis.sock"));
+	snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+	redis_spawn(r);
+	t_defer(redis_cleanup, r);
+}
+
+void h_redis_restart(struct h_redis *r)
+{
+	if (h_proc_alive(&r->proc))
+		return;
+	redis_spawn(r);
+}
+
+char *h_redis_cli(const struct h_redis *r, const char *const *args)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		t_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		const char *argv[64] = { "redis-cli", "-s", r->sock };
+		int n = 3;
+		for (const char *const *a = args; *a && n < 63; a++)
+			argv[n++] = *a;
+		argv[n] = NULL;
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		close(pfd[1]);
+		execvp("redis-cli", (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t cap = 4096, len = 0;
+	char *out = gwb_malloc(cap);
+	for (;;) {
+		if (len + 1024 > cap) {
+			cap *= 2;
+			out = gwb_realloc(out, cap);
+		}
+		ssize_t n = read(pfd[0], out + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	close(pfd[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		t_fail(__FILE__, __LINE__, "redis-cli %s failed", args[0]);
+	return out;
+}
+
+/* ---- gwb-server ---- */
+
+void h_server_init(struct h_server *s)
+{
+	memset(s, 0, sizeof *s);
+	snprintf(s->db, sizeof s->db, "%s", h_path("gwb.db"));
+	snprintf(s->admin, sizeof s->admin, "admin-secret");
+}
+
+static void server_cleanup(void *arg)
+{
+	struct h_server *s = arg;
+	if (!h_proc_alive(&s->proc))
+		return;
+	int code = h_proc_stop(&s->proc, SIGTERM, 10000);
+	if (code != 0) {
+		h_proc_dump_log(&s->proc, 40);
+		t_fail_soft("gwb-server exited %d on SIGTERM at the end of the case", code);
+	}
+}
+
+void h_server_start(struct h_server *s)
+{
+	static char envbuf[8][PATH_MAX + 32];
+	snprintf(envbuf[0], sizeof envbuf[0], "GWB_DB=%s", s->db);
+	snprintf(envbuf[1], sizeof envbuf[1], "GWB_ADMIN_TOKEN=%s", s->admin);
+	const char *env[48] = { envbuf[0], envbuf[1], "GWB_LISTEN=127.0.0.1:0" };
+	int n = 3;
+	for (int i = 0; s->env[i] && n < 47; i++)
+		env[n++] = s->env[i];
+	env[n] = NULL;
+	const char *argv[] = { h_bin("gwb-server"), NULL };
+	if (h_proc_start(&s->proc, argv, env, "gwb-server listening on", 15000) < 0) {
+		h_proc_dump_log(&s->proc, 30);
+		t_fail(__FILE__, __LINE__, "gwb-server did not start");
+	}
+	if (!s->deferred) {
+		s->deferred = 1;
+		t_defer(server_cleanup, s);
+	}
+}
+
+void h_server_stop(struct h_server *s)
+{
+	int code = h_proc_stop(&s->proc, SIGTERM, 10000);
+	if (code != 0) {
+		h_proc_dump_log(&s->proc, 40);
+		t_fail(__FILE__, __LINE__, "gwb-server exited %d on SIGTERM", code);
+	}
+}
+
+void h_server_kill9(struct h_server *s)
+{
+	h_proc_stop(&s->proc, SIGKILL, 5000);
+}
+
+/* ---- HTTP ---- */
+
+struct sink {
+	char *buf;
+	size_t len, cap;
+};
+
+static size_t body_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct sink *s = arg;
+	size_t add = size * n;
+	if (s->len + add + 1 > s->cap) {
+		while (s->len + add + 1 > s->cap)
+			s->cap = s->cap ? s->cap * 2 : 4096;
+		s->buf = gwb_realloc(s->buf, s->cap);
+	}
+	memcpy(s->buf + s->len, data, add);
+	s->len += add;
+	s->buf[s->len] = '\0';
+	return add;
+}
+
+static size_t header_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct h_resp *r = arg;
+	size_t add = size * n;
+	size_t used = strlen(r->headers);
+	/* A new status line (after 100-continue, say) starts the header block over. */
+	if (add >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+		r->headers[0] = '\0';
+		used = 0;
+	}
+	if (used + add + 1 < sizeof r->headers) {
+		memcpy(r->headers + used, data, add);
+		r->headers[used + add] = '\0';
+	}
+	return add;
+}
+
+int h_http(struct h_resp *r, const char *method, const char *url, const char *token,
+	   const char *body, const char *const *headers)
+{
+	memset(r, 0, sizeof *r);
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = NULL;
+	char auth[512];
+	struct sink sink = { 0 };
+	if (token) {
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+		hl = curl_slist_append(hl, auth);
+	}
+	int has_ct = 0;
+	for (const char *const *h = headers; h && *h; h++) {
+		if (strncasecmp(*h, "Content-Type:", 13) == 0)
+			has_ct = 1;
+		hl = curl_slist_append(hl, *h);
+	}
+	if (body && !has_ct)
+		hl = curl_slist_append(hl, "Content-Type: application/json");
+	hl = curl_slist_append(hl, "Expect:");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	CURLcode rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	r->body = sink.buf ? sink.buf : gwb_strdup("");
+	r->body_len = sink.len;
+	if (r->body_len)
+		r->json = json_loadb(r->body, r->body_len, 0, NULL);
+	return rc == CURLE_OK ? 0 : -1;
+}
+
+void h_req(struct h_resp *r, const char *method, const char *base, const char *path,
+	   const char *token, const char *body, const char *const *headers)
+{
+	char url[2048];
+	snprintf(url, sizeof url, "%s%s", base, path);
+	if (h_http(r, method, url, token, body, headers) < 0)
+		t_fail(__FILE__, __LINE__, "%s %s: no answer", method, url);
+}
+
+const char *h_header(const struct h_resp *r, const char *name)
+{
+	static char val[1024];
+	size_t nl = strlen(name);
+	for (const char *p = r->headers; *p;) {
+		const char *eol = strstr(p, "\r\n");
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (len > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+			const char *v = p + nl + 1;
+			while (*v == ' ')
+				v++;
+			size_t vl = len - (size_t)(v - p);
+			snprintf(val, sizeof val, "%.*s", (int)vl, v);
+			return val;
+		}
+		if (!eol)
+			break;
+		p = eol + 2;
+	}
+	return NULL;
+}
+
+void h_resp_free(struct h_resp *r)
+{
+	gwb_free(r->body);
+	json_decref(r->json);
+	memset(r, 0, sizeof *r);
+}
+
+const char *h_err_code(const struct h_resp *r)
+{
+	json_t *code = json_object_get(json_object_get(r->json, "error"), "code");
+	return json_is_string(code) ? json_string_value(code) : "";
+}
+
+char *h_raw(const char *url, const char *bytes, size_t len, int timeout_ms)
+{
+	char host[64];
+	int port;
+	if (sscanf(url, "http://%63[^:]:%d", host, &port) != 2)
+		t_fail(__FILE__, __LINE__, "bad url %s", url);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, host, &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+		t_fail(__FILE__, __LINE__, "connect %s: %s", url, strerror(errno));
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, bytes + off, len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	size_t cap = 4096, got = 0;
+	char *out = gwb_malloc(cap);
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	for (;;) {
+		int left = (int)(deadline - clock_mono_ms());
+		if (left <= 0)
+			break;
+		struct pollfd pf = { fd, POLLIN, 0 };
+		if (poll(&pf, 1, left) <= 0)
+			break;
+		if (got + 1024 > cap) {
+			cap *= 2;
+			out = gwb_realloc(out, cap);
+		}
+		ssize_t n = read(fd, out + got, cap - got - 1);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	out[got] = '\0';
+	close(fd);
+	return out;
+}

@@ -1,0 +1,98 @@
+/* Integration-test harness: starts the real binaries (redis-server, gwb-server, kubesim) on
+ * loopback or Unix sockets in a per-case temp folder, stops them by PID, and speaks HTTP to them
+ * with libcurl. Everything a case starts is also killed with its process group when it ends. */
+#ifndef GWB_HARNESS_H
+#define GWB_HARNESS_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <sys/types.h>
+
+/* Path of a built binary: $GWB_BIN/name. Static buffer ring; copy it to keep it. */
+const char *h_bin(const char *name);
+/* The current case's temp folder (created on first use, removed when the case ends). */
+const char *h_tmpdir(void);
+/* h_tmpdir()/name in a static buffer ring. */
+const char *h_path(const char *name);
+
+struct h_proc {
+	pid_t pid;
+	char log[PATH_MAX];  /* stdout and stderr of the process */
+	char url[256];       /* from its "... listening on URL" line, when it prints one */
+};
+
+/* Starts argv[0] with the current environment plus env (NULL-terminated "K=V" list, may be
+ * NULL), output to log. When ready is not NULL, waits up to timeout_ms for a line containing
+ * it and copies the rest of that line (the URL) into p->url. Returns 0, or -1 (the case is not
+ * failed: the caller decides). */
+int h_proc_start(struct h_proc *p, const char *const *argv, const char *const *env,
+		 const char *ready, int timeout_ms);
+/* Sends sig and waits up to timeout_ms; then SIGKILL. Returns the exit status (0..255), or
+ * 128 + the signal that ended it. */
+int h_proc_stop(struct h_proc *p, int sig, int timeout_ms);
+/* Returns 1 while the process is alive. */
+int h_proc_alive(struct h_proc *p);
+/* Prints the last lines of the process log into the test output. */
+void h_proc_dump_log(const struct h_proc *p, int lines);
+
+struct h_redis {
+	struct h_proc proc;
+	char sock[PATH_MAX];
+	char url[PATH_MAX + 16]; /* unix:///path/to/sock */
+};
+/* Starts a private redis-server on a Unix socket in the case folder (fails the case if it
+ * cannot). Stopped automatically when the case ends. */
+void h_redis_start(struct h_redis *r);
+/* Restarts a stopped redis on the same socket. */
+void h_redis_restart(struct h_redis *r);
+/* Runs redis-cli against r with the given arguments; returns its stdout (caller frees with
+ * gwb_free), or fails the case. */
+char *h_redis_cli(const struct h_redis *r, const char *const *args);
+
+struct h_server {
+	struct h_proc proc;
+	char db[PATH_MAX];
+	char admin[64];
+	const char *env[32]; /* extra "K=V" settings, NULL-terminated; set before start */
+	int deferred;        /* clean-up registered */
+};
+/* Fills defaults: db in the case folder, admin token "admin-secret", listen 127.0.0.1:0. */
+void h_server_init(struct h_server *s);
+/* Starts gwb-server with s's settings and waits for its listening line (fails the case if it
+ * does not come). A server still running when the case ends is stopped with SIGTERM, and a
+ * non-zero exit (a sanitizer report, say) fails the case. */
+void h_server_start(struct h_server *s);
+/* SIGTERM and wait; fails the case unless it exits 0. */
+void h_server_stop(struct h_server *s);
+/* SIGKILL and reap. */
+void h_server_kill9(struct h_server *s);
+
+struct h_resp {
+	long status;
+	char *body;       /* NUL-terminated; gwb-allocated */
+	size_t body_len;
+	json_t *json;     /* parsed body, or NULL */
+	char headers[8192];
+};
+/* One HTTP request. token NULL sends no Authorization; body NULL sends none; headers is a
+ * NULL-terminated list of "Name: value" lines (may be NULL). Returns 0, or -1 when no answer
+ * came (r->status 0). */
+int h_http(struct h_resp *r, const char *method, const char *url, const char *token,
+	   const char *body, const char *const *headers);
+/* h_http that fails the case when no answer comes. */
+void h_req(struct h_resp *r, const char *method, const char *base, const char *path,
+	   const char *token, const char *body, const char *const *headers);
+/* Value of a response header (case-insensitive name) in a static buffer, or NULL. */
+const char *h_header(const struct h_resp *r, const char *name);
+void h_resp_free(struct h_resp *r);
+/* Error code of a JSON error body, or "". */
+const char *h_err_code(const struct h_resp *r);
+
+/* Sends raw bytes to host:port (from an http:// URL), returns the whole answer until the peer
+ * closes or timeout_ms passes. Caller frees with gwb_free. */
+char *h_raw(const char *url, const char *bytes, size_t len, int timeout_ms);
+
+/* Sleeps ms milliseconds. */
+void h_sleep_ms(int ms);
+
+#endif

@@ -1,0 +1,126 @@
+/* Unit tests of lib/: allocation accounting, errors, log escaping, JSON helpers, time. */
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/jsonx.h"
+#include "lib/log.h"
+#include "tests/harness/t.h"
+
+TEST(alloc_counts_live_bytes)
+{
+	size_t before = gwb_alloc_bytes();
+	char *p = gwb_malloc(1000);
+	CHECK_INT(gwb_alloc_bytes() - before, 1000);
+	p = gwb_realloc(p, 10);
+	CHECK_INT(gwb_alloc_bytes() - before, 10);
+	gwb_free(p);
+	CHECK_INT(gwb_alloc_bytes(), before);
+	gwb_free(NULL);
+}
+
+TEST(alloc_fail_nth_fails_exactly_that_one)
+{
+	gwb_alloc_fail_nth(2);
+	void *a = gwb_try_malloc(8);
+	void *b = gwb_try_malloc(8);
+	void *c = gwb_try_malloc(8);
+	CHECK(a != NULL);
+	CHECK(b == NULL);
+	CHECK(c != NULL);
+	gwb_free(a);
+	gwb_free(c);
+}
+
+TEST(err_names_and_strings)
+{
+	CHECK_STR(err_name(GWB_ENOTFOUND), "GWB_ENOTFOUND");
+	CHECK_STR(err_str(GWB_EQUOTA), "quota exceeded");
+	CHECK_STR(err_name(12345), "GWB_UNKNOWN");
+	CHECK(GWB_ENOMEM < 0 && GWB_ESTATE < 0);
+}
+
+TEST(log_q_escapes_outside_data)
+{
+	CHECK_STR(log_q("plain"), "plain");
+	CHECK_STR(log_q("a b"), "\"a b\"");
+	CHECK_STR(log_q("x=\"y\"\n"), "\"x=\\\"y\\\"\\x0a\"");
+	CHECK_STR(log_q(NULL), "-");
+	CHECK_STR(log_q(""), "\"\"");
+}
+
+TEST(utf8_validation)
+{
+	size_t off = 99;
+	CHECK(jx_utf8_valid("h\xc3\xa9llo", 6, NULL));
+	CHECK(jx_utf8_valid("\xe4\xb8\xad\xf0\x9f\x98\x80", 7, NULL));
+	CHECK(!jx_utf8_valid("ab\xff", 3, &off));
+	CHECK_INT(off, 2);
+	CHECK(!jx_utf8_valid("\xc0\xaf", 2, NULL));         /* overlong '/' */
+	CHECK(!jx_utf8_valid("\xed\xa0\x80", 3, NULL));     /* surrogate */
+	CHECK(!jx_utf8_valid("\xe4\xb8", 2, NULL));         /* truncated */
+	CHECK(!jx_utf8_valid("\xf4\x90\x80\x80", 4, NULL)); /* above U+10FFFF */
+}
+
+TEST(jx_parse_reports_position)
+{
+	struct jx_parse_err e;
+	json_t *v = jx_parse("{\"a\": 1,\n \"b\": }", 16, &e);
+	CHECK(v == NULL);
+	CHECK_STR(e.code, "invalid_json");
+	CHECK_INT(e.line, 2);
+	CHECK(strstr(e.message, "line 2") != NULL);
+	v = jx_parse("{\"a\":1,\"a\":2}", 13, &e);
+	CHECK(v == NULL);
+	v = jx_parse("{\"a\":\"\xff\"}", 9, &e);
+	CHECK(v == NULL);
+	CHECK_STR(e.code, "invalid_utf8");
+	CHECK_INT(e.position, 6);
+	v = jx_parse("{\"a\":1}", 7, &e);
+	CHECK(v != NULL);
+	json_decref(v);
+}
+
+TEST(jx_field_readers_are_strict)
+{
+	struct jx_err e;
+	json_t *o = json_pack("{s:i, s:f, s:s, s:b}", "n", 5, "r", 1.0, "s", "LS", "b", 1);
+	int64_t i;
+	const char *s;
+	CHECK_INT(jx_int(o, "n", 1, 0, 1, 10, &i, &e), 0);
+	CHECK_INT(i, 5);
+	CHECK_INT(jx_int(o, "n", 1, 0, 6, 10, &i, &e), GWB_EINVAL);
+	CHECK_STR(e.field, "n");
+	CHECK_INT(jx_int(o, "r", 1, 0, 0, 10, &i, &e), GWB_EINVAL);
+	CHECK_INT(jx_int(o, "b", 1, 0, 0, 10, &i, &e), GWB_EINVAL);
+	CHECK_INT(jx_int(o, "missing", 1, 0, 0, 10, &i, &e), GWB_EINVAL);
+	CHECK_STR(e.rule, "required");
+	CHECK_INT(jx_int(o, "missing", 0, 7, 0, 10, &i, &e), 0);
+	CHECK_INT(i, 7);
+	static const char *const qos[] = { "LS", "BE", NULL };
+	CHECK_INT(jx_enum(o, "s", 1, qos, NULL, &s, &e), 0);
+	CHECK_STR(s, "LS");
+	CHECK_INT(jx_enum(o, "n", 1, qos, NULL, &s, &e), GWB_EINVAL);
+	static const char *const allowed[] = { "n", "r", "s", NULL };
+	CHECK_INT(jx_only_keys(o, allowed, &e), GWB_EINVAL);
+	CHECK_STR(e.field, "b");
+	CHECK_STR(e.rule, "unknown field");
+	char *d = jx_dump(o);
+	CHECK_STR(d, "{\"b\":true,\"n\":5,\"r\":1.0,\"s\":\"LS\"}");
+	gwb_free(d);
+	json_decref(o);
+}
+
+TEST(clock_rfc3339_round_trip)
+{
+	char buf[40];
+	int64_t ms;
+	CHECK_STR(clock_fmt_rfc3339(1796013763000LL, buf, sizeof buf), "2026-11-30T04:42:43Z");
+	CHECK_INT(clock_parse_rfc3339("2026-11-30T04:42:43Z", &ms), 0);
+	CHECK_INT(ms, 1796013763000LL);
+	CHECK_INT(clock_parse_rfc3339("2026-11-30T04:42:43.5Z", &ms), 0);
+	CHECK_INT(ms, 1796013763500LL);
+	CHECK_INT(clock_parse_rfc3339("2026-11-30T04:42:43+01:00", &ms), GWB_EINVAL);
+	CHECK_INT(clock_parse_rfc3339("yesterday", &ms), GWB_EINVAL);
+}
