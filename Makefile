@@ -29,25 +29,36 @@ ifneq ($(WERROR),)
 CFLAGS   += -Werror
 endif
 
-# Component archives, in link order (a later archive may not use an earlier one).
-COMPONENTS := server tools/gwbctl tools/kubesim worker queue config lib
+# Components: each folder's objects (all but main.c) form one archive. A component links only
+# the archives it depends on, so one folder's work in progress never breaks another's build.
+COMPONENTS := lib config queue server worker tools/kubesim tools/gwbctl
+DEPS_lib           := lib
+DEPS_config        := config lib
+DEPS_queue         := queue config lib
+DEPS_server        := server queue config lib
+DEPS_worker        := worker lib
+DEPS_tools/kubesim := tools/kubesim lib
+DEPS_tools/gwbctl  := tools/gwbctl queue config lib
+
+comp_srcs = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+comp_lib  = $(BUILD)/lib$(subst /,-,$(1)).a
+comp_libs = $(foreach d,$(DEPS_$(1)),$(call comp_lib,$(d)))
+ALL_SRCS := $(foreach c,$(COMPONENTS),$(wildcard $(c)/*.c))
+
 # Each binary is built once its folder has a main.c.
-BIN_MAINS  := server/main.c:gwb-server worker/main.c:gwb-worker \
-              tools/kubesim/main.c:kubesim tools/gwbctl/main.c:gwbctl
-BINARIES   := $(foreach m,$(BIN_MAINS),$(if $(wildcard $(word 1,$(subst :, ,$(m)))),\
-                $(BIN)/$(word 2,$(subst :, ,$(m)))))
+BIN_MAINS := server:gwb-server worker:gwb-worker tools/kubesim:kubesim tools/gwbctl:gwbctl
+BINARIES  := $(foreach m,$(BIN_MAINS),$(if $(wildcard $(word 1,$(subst :, ,$(m)))/main.c),\
+               $(BIN)/$(word 2,$(subst :, ,$(m)))))
 
-comp_srcs   = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
-comp_lib    = $(BUILD)/lib$(subst /,-,$(1)).a
-ARCHIVES   := $(foreach c,$(COMPONENTS),$(call comp_lib,$(c)))
-ALL_SRCS   := $(foreach c,$(COMPONENTS),$(wildcard $(c)/*.c))
-
+# tests/unit/<component>/test_*.c link that component; integration and end-to-end tests drive
+# the binaries and link only lib/ and the harness.
 TEST_SRCS    := $(shell find tests -name 'test_*.c' 2>/dev/null | sort)
 TEST_BINS    := $(patsubst tests/%.c,$(BIN)/tests/%,$(TEST_SRCS))
 HARNESS_SRCS := $(wildcard tests/harness/*.c)
 HARNESS_LIB  := $(BUILD)/libharness.a
 BENCH_SRCS   := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
+test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
 .PHONY: all deps test check bench demo clean format lint
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS)
@@ -68,15 +79,18 @@ $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 	rm -f $@ && ar rcs $@ $^
 
 define binary_rule
-$(BIN)/$(word 2,$(subst :, ,$(1))): $(patsubst %.c,$(BUILD)/%.o,$(word 1,$(subst :, ,$(1)))) $(ARCHIVES)
+$(BIN)/$(2): $(BUILD)/$(1)/main.o $(call comp_libs,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
 endef
-$(foreach m,$(BIN_MAINS),$(eval $(call binary_rule,$(m))))
+$(foreach m,$(BIN_MAINS),$(eval $(call binary_rule,$(word 1,$(subst :, ,$(m))),$(word 2,$(subst :, ,$(m))))))
 
-$(BIN)/tests/%: $(BUILD)/tests/%.o $(HARNESS_LIB) $(ARCHIVES)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(HARNESS_LIB) $(ARCHIVES) $(LDLIBS)
+define test_rule
+$(patsubst tests/%.c,$(BIN)/tests/%,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(1)) $(HARNESS_LIB) $(call comp_libs,$(call test_comp,$(1)))
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
 
 test: all
 	@GWB_BIN=$(abspath $(BIN)) tests/run.sh '$(T)'
