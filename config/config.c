@@ -1,0 +1,456 @@
+/* Configuration: the settings table, the config-file reader, the environment and flag passes,
+ * and the validators. */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+
+enum setting_type { T_STR, T_INT, T_ENUM };
+
+struct setting;
+typedef int (*validate_fn)(const struct setting *s, const char *value, char *why, size_t len);
+
+struct setting {
+	const char *name;
+	const char *env;
+	enum setting_type type;
+	size_t offset;
+	size_t size; /* for strings */
+	const char *def;
+	int64_t min, max;              /* for integers */
+	const char *const *values;     /* for enums, NULL-terminated */
+	validate_fn validate;          /* optional extra check */
+	const char *help;
+};
+
+static int v_hostport(const struct setting *s, const char *v, char *why, size_t len);
+static int v_redis(const struct setting *s, const char *v, char *why, size_t len);
+static int v_url(const struct setting *s, const char *v, char *why, size_t len);
+static int v_dns_label(const struct setting *s, const char *v, char *why, size_t len);
+static int v_token(const struct setting *s, const char *v, char *why, size_t len);
+static int v_nonempty(const struct setting *s, const char *v, char *why, size_t len);
+static int v_keypart(const struct setting *s, const char *v, char *why, size_t len);
+
+static const char *const modes[] = { "sim", "kube", NULL };
+static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+
+#define STR(field) T_STR, offsetof(struct gwb_config, field), sizeof(((struct gwb_config *)0)->field)
+#define INT(field) T_INT, offsetof(struct gwb_config, field), 0
+#define ENUM(field) T_ENUM, offsetof(struct gwb_config, field), sizeof(((struct gwb_config *)0)->field)
+
+static const struct setting settings[] = {
+	{ "listen", "GWB_LISTEN", STR(listen), "127.0.0.1:8080", 0, 0, NULL, v_hostport,
+	  "host:port of the HTTP API (port 0 picks a free one)" },
+	{ "db", "GWB_DB", STR(db), ".runtime/gwb.db", 0, 0, NULL, v_nonempty, "SQLite file" },
+	{ "redis", "GWB_REDIS", STR(redis), "", 0, 0, NULL, v_redis,
+	  "redis://host:port/N or unix:///path (empty: no queue)" },
+	{ "kube.server", "GWB_KUBE_SERVER", STR(kube_server), "", 0, 0, NULL, v_url,
+	  "API server URL (empty: kubeconfig, then in-cluster)" },
+	{ "kube.config", "KUBECONFIG", STR(kubeconfig), "", 0, 0, NULL, NULL,
+	  "kubeconfig file (empty: ~/.kube/config)" },
+	{ "kube.namespace", "GWB_NAMESPACE", STR(kube_namespace), "gpu-workbench", 0, 0, NULL,
+	  v_dns_label, "namespace of the task Jobs" },
+	{ "admin_token", "GWB_ADMIN_TOKEN", STR(admin_token), "", 0, 0, NULL, v_token,
+	  "bearer token of the administrator (empty: no admin)" },
+	{ "mode", "GWB_MODE", ENUM(mode), "sim", 0, 0, modes, NULL,
+	  "sim (kubesim) or kube (a real cluster), as reported by /v1/info" },
+	{ "log.level", "GWB_LOG_LEVEL", ENUM(log_level), "info", 0, 0, levels, NULL,
+	  "debug, info, warn or error" },
+	{ "http.max_body_bytes", "GWB_HTTP_MAX_BODY_BYTES", INT(http_max_body_bytes), "65536",
+	  256, 16 << 20, NULL, NULL, "request bodies above this are refused with 413" },
+	{ "http.max_header_bytes", "GWB_HTTP_MAX_HEADER_BYTES", INT(http_max_header_bytes),
+	  "16384", 1024, 1 << 20, NULL, NULL, "request headers above this are refused" },
+	{ "http.timeout_seconds", "GWB_HTTP_TIMEOUT_SECONDS", INT(http_timeout_seconds), "30", 1,
+	  3600, NULL, NULL, "read/idle time-out of one HTTP connection" },
+	{ "idempotency.ttl_seconds", "GWB_IDEMPOTENCY_TTL_SECONDS", INT(idempotency_ttl_seconds),
+	  "86400", 60, 30LL * 86400, NULL, NULL, "how long idempotency keys are kept" },
+	{ "store.busy_timeout_ms", "GWB_STORE_BUSY_TIMEOUT_MS", INT(store_busy_timeout_ms),
+	  "5000", 1, 600000, NULL, NULL, "how long a writer waits for another (SQLITE_BUSY)" },
+	{ "housekeeping.interval_ms", "GWB_HOUSEKEEPING_INTERVAL_MS",
+	  INT(housekeeping_interval_ms), "1000", 10, 600000, NULL, NULL,
+	  "period of the housekeeping timer" },
+	{ "queue.prefix", "GWB_QUEUE_PREFIX", STR(queue_prefix), "gwb", 0, 0, NULL, v_keypart,
+	  "Redis key prefix (stream <prefix>:intents)" },
+	{ "queue.consumer", "GWB_QUEUE_CONSUMER", STR(queue_consumer), "", 0, 0, NULL, NULL,
+	  "consumer name in group reconcilers (empty: stable name from host and db path)" },
+	{ "queue.claim_idle_ms", "GWB_QUEUE_CLAIM_IDLE_MS", INT(queue_claim_idle_ms), "30000", 100,
+	  86400000, NULL, NULL, "claim other consumers' entries idle longer than this" },
+	{ "queue.max_deliveries", "GWB_QUEUE_MAX_DELIVERIES", INT(queue_max_deliveries), "5", 1,
+	  1000, NULL, NULL, "deliveries of one entry before it is dead-lettered" },
+	{ "queue.command_timeout_ms", "GWB_QUEUE_COMMAND_TIMEOUT_MS",
+	  INT(queue_command_timeout_ms), "2000", 50, 600000, NULL, NULL,
+	  "time-out of one Redis command" },
+	{ "queue.stream_maxlen", "GWB_QUEUE_STREAM_MAXLEN", INT(queue_stream_maxlen), "100000",
+	  1000, 100000000, NULL, NULL, "approximate length the intent stream is trimmed to" },
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static int fmt_err(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fmt_err(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+	return GWB_EINVAL;
+}
+
+static int v_nonempty(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	if (!v[0]) {
+		snprintf(why, len, "must not be empty");
+		return -1;
+	}
+	return 0;
+}
+
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon;
+	size_t hl;
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (!end || end[1] != ':')
+			return GWB_EINVAL;
+		hl = (size_t)(end - s - 1);
+		colon = end + 1;
+		s++;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || strchr(s, ':') != colon)
+			return GWB_EINVAL;
+		hl = (size_t)(colon - s);
+	}
+	if (hl == 0 || hl >= hostlen)
+		return GWB_EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	char *end;
+	errno = 0;
+	long p = strtol(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || p < 0 || p > 65535)
+		return GWB_EINVAL;
+	*port = (int)p;
+	return 0;
+}
+
+static int v_hostport(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	char host[256];
+	int port;
+	if (config_split_hostport(v, host, sizeof host, &port) < 0) {
+		snprintf(why, len, "must be host:port with a port from 0 to 65535");
+		return -1;
+	}
+	return 0;
+}
+
+static int v_redis(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	if (!v[0])
+		return 0;
+	if (strncmp(v, "unix://", 7) == 0) {
+		if (v[7] != '/' || strlen(v + 7) >= 108) {
+			snprintf(why, len, "unix:// needs an absolute socket path under 108 bytes");
+			return -1;
+		}
+		return 0;
+	}
+	if (strncmp(v, "redis://", 8) != 0) {
+		snprintf(why, len, "must be redis://host:port/N or unix:///path");
+		return -1;
+	}
+	char hp[300];
+	snprintf(hp, sizeof hp, "%s", v + 8);
+	char *slash = strchr(hp, '/');
+	if (slash) {
+		*slash = '\0';
+		char *end;
+		errno = 0;
+		long db = strtol(slash + 1, &end, 10);
+		if (slash[1] && (errno || *end || db < 0 || db > 15)) {
+			snprintf(why, len, "database number must be from 0 to 15");
+			return -1;
+		}
+	}
+	char host[256];
+	int port;
+	if (config_split_hostport(hp, host, sizeof host, &port) < 0 || port == 0) {
+		snprintf(why, len, "must be redis://host:port/N with a port from 1 to 65535");
+		return -1;
+	}
+	return 0;
+}
+
+static int v_url(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	if (!v[0] || strncmp(v, "http://", 7) == 0 || strncmp(v, "https://", 8) == 0)
+		return 0;
+	snprintf(why, len, "must start with http:// or https://");
+	return -1;
+}
+
+static int v_dns_label(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	size_t n = strlen(v);
+	int ok = n >= 1 && n <= 63 && isalnum((unsigned char)v[0]) &&
+		 isalnum((unsigned char)v[n - 1]);
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '-';
+	if (!ok) {
+		snprintf(why, len, "must be a DNS label (lowercase letters, digits, '-', 1-63)");
+		return -1;
+	}
+	return 0;
+}
+
+static int v_token(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	size_t n = strlen(v);
+	if (n == 0)
+		return 0;
+	if (n < 8 || n > 256) {
+		snprintf(why, len, "must be 8 to 256 characters");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] <= ' ' || v[i] > '~') {
+			snprintf(why, len, "must be visible ASCII");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int v_keypart(const struct setting *s, const char *v, char *why, size_t len)
+{
+	(void)s;
+	size_t n = strlen(v);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] <= ' ' || v[i] > '~') {
+			snprintf(why, len, "must be visible ASCII");
+			return -1;
+		}
+	}
+	if (n == 0) {
+		snprintf(why, len, "must not be empty");
+		return -1;
+	}
+	return 0;
+}
+
+/* Validates and stores one value. why receives the reason on failure. */
+static int setting_apply(struct gwb_config *c, const struct setting *s, const char *v, char *why,
+			 size_t len)
+{
+	char *field = (char *)c + s->offset;
+	if (s->type == T_INT) {
+		char *end;
+		errno = 0;
+		long long x = strtoll(v, &end, 10);
+		if (errno || end == v || *end) {
+			snprintf(why, len, "must be an integer");
+			return -1;
+		}
+		if (x < s->min || x > s->max) {
+			snprintf(why, len, "must be from %lld to %lld", (long long)s->min,
+				 (long long)s->max);
+			return -1;
+		}
+		*(int64_t *)(void *)field = x;
+		return 0;
+	}
+	if (strlen(v) >= s->size) {
+		snprintf(why, len, "longer than %zu bytes", s->size - 1);
+		return -1;
+	}
+	if (s->type == T_ENUM) {
+		int ok = 0;
+		for (const char *const *e = s->values; *e; e++)
+			ok |= strcmp(*e, v) == 0;
+		if (!ok) {
+			size_t used = (size_t)snprintf(why, len, "must be one of:");
+			for (const char *const *e = s->values; *e && used < len; e++)
+				used += (size_t)snprintf(why + used, len - used, " %s", *e);
+			return -1;
+		}
+	}
+	if (s->validate && s->validate(s, v, why, len) < 0)
+		return -1;
+	memcpy(field, v, strlen(v) + 1);
+	return 0;
+}
+
+static const struct setting *setting_find(const char *name)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	return s;
+}
+
+/* Reads `name = value` lines; '#' starts a comment line; a value may be "double-quoted". */
+static int load_file(struct gwb_config *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+	char line[2048];
+	int lineno = 0, rc = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			rc = fmt_err(err, errlen, "%s:%d: line too long", path, lineno);
+			break;
+		}
+		char *s = trim(line);
+		if (!*s || *s == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			rc = fmt_err(err, errlen, "%s:%d: expected name = value", path, lineno);
+			break;
+		}
+		*eq = '\0';
+		char *name = trim(s), *val = trim(eq + 1);
+		size_t vl = strlen(val);
+		if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+			val[vl - 1] = '\0';
+			val++;
+		}
+		const struct setting *st = setting_find(name);
+		char why[256];
+		if (!st) {
+			rc = fmt_err(err, errlen, "%s:%d: unknown setting '%s'", path, lineno, name);
+			break;
+		}
+		if (setting_apply(c, st, val, why, sizeof why) < 0) {
+			rc = fmt_err(err, errlen, "%s:%d: %s: %s", path, lineno, name, why);
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+void config_usage(FILE *out)
+{
+	fprintf(out, "usage: gwb-server [-c FILE] [--SETTING=VALUE ...]\n\n"
+		     "Settings (file `name = value`, then environment, then flags):\n");
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		fprintf(out, "  --%-26s %-30s %s (default: %s)\n", s->name, s->env, s->help,
+			s->def[0] ? s->def : "empty");
+	}
+}
+
+static int apply_defaults(struct gwb_config *c)
+{
+	char why[256];
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		/* Defaults skip the validators so an empty default may mean "not set". */
+		if (s->type == T_INT) {
+			if (setting_apply(c, s, s->def, why, sizeof why) < 0)
+				return GWB_EINVAL;
+		} else {
+			snprintf((char *)c + s->offset, s->size, "%s", s->def);
+		}
+	}
+	return 0;
+}
+
+/* Splits "--name=value" or "--name value"; advances *i past what it used. */
+static int flag_value(int argc, char **argv, int *i, const char **name, const char **val,
+		      char *namebuf, size_t namelen)
+{
+	const char *a = argv[*i] + 2;
+	const char *eq = strchr(a, '=');
+	if (eq) {
+		snprintf(namebuf, namelen, "%.*s", (int)(eq - a), a);
+		*name = namebuf;
+		*val = eq + 1;
+		return 0;
+	}
+	snprintf(namebuf, namelen, "%s", a);
+	*name = namebuf;
+	if (*i + 1 >= argc)
+		return -1;
+	*val = argv[++*i];
+	return 0;
+}
+
+int config_load(struct gwb_config *c, int argc, char **argv, FILE *out, char *err, size_t errlen)
+{
+	if (apply_defaults(c) < 0)
+		return fmt_err(err, errlen, "internal: a default is invalid");
+	const char *file = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			config_usage(out);
+			return 1;
+		}
+		if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+			if (i + 1 >= argc)
+				return fmt_err(err, errlen, "flag %s: needs a file", argv[i]);
+			file = argv[++i];
+		}
+	}
+	if (file) {
+		snprintf(c->config_file, sizeof c->config_file, "%s", file);
+		int rc = load_file(c, file, err, errlen);
+		if (rc)
+			return rc;
+	}
+	char why[256];
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const char *v = getenv(settings[i].env);
+		if (!v)
+			continue;
+		if (setting_apply(c, &settings[i], v, why, sizeof why) < 0)
+			return fmt_err(err, errlen, "environment %s: %s", settings[i].env, why);
+	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+			i++;
+			continue;
+		}
+		if (strncmp(argv[i], "--", 2) != 0)
+			return fmt_err(err, errlen, "argument '%s': expected --setting=value",
+				       argv[i]);
+		const char *name, *val;
+		char namebuf[128];
+		if (flag_value(argc, argv, &i, &name, &val, namebuf, sizeof namebuf) < 0)
+			return fmt_err(err, errlen, "flag --%s: needs a value", namebuf);
+		const struct setting *st = setting_find(name);
+		if (!st)
+			return fmt_err(err, errlen, "flag --%s: unknown setting", name);
+		if (setting_apply(c, st, val, why, sizeof why) < 0)
+			return fmt_err(err, errlen, "flag --%s: %s", name, why);
+	}
+	return 0;
+}

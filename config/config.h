@@ -1,0 +1,49 @@
+/* gwb-server configuration: one declarative table of settings, loaded from a config file, then
+ * environment variables, then command-line flags. Any invalid value is fatal at start-up with
+ * its origin (file:line, the variable, or the flag) and the reason. Read-only after loading. */
+#ifndef GWB_CONFIG_H
+#define GWB_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_STR_MAX 512
+
+struct gwb_config {
+	char listen[CONFIG_STR_MAX];        /* host:port of the HTTP API; port 0 picks one */
+	char db[CONFIG_STR_MAX];            /* SQLite file */
+	char redis[CONFIG_STR_MAX];         /* redis://host:port/N or unix:///path; "" = none */
+	char kube_server[CONFIG_STR_MAX];   /* API server URL; "" = kubeconfig or in-cluster */
+	char kubeconfig[CONFIG_STR_MAX];    /* kubeconfig path; "" = $KUBECONFIG or ~/.kube/config */
+	char kube_namespace[64];            /* namespace of the task Jobs */
+	char admin_token[CONFIG_STR_MAX];   /* administrator bearer token; "" = no admin */
+	char mode[8];                       /* "sim" (kubesim) or "kube" (a real cluster) */
+	char log_level[8];
+	int64_t http_max_body_bytes;        /* request bodies above this get 413 */
+	int64_t http_max_header_bytes;
+	int64_t http_timeout_seconds;       /* idle/read time-out of one HTTP connection */
+	int64_t idempotency_ttl_seconds;    /* how long idempotency keys are kept */
+	int64_t store_busy_timeout_ms;      /* SQLITE_BUSY wait for another writer */
+	int64_t housekeeping_interval_ms;   /* period of the housekeeping timer */
+	char queue_prefix[64];              /* Redis key prefix: <prefix>:intents */
+	char queue_consumer[128];           /* consumer name in group "reconcilers"; "" = host-pid */
+	int64_t queue_claim_idle_ms;        /* claim others' entries idle longer than this */
+	int64_t queue_max_deliveries;       /* deliveries before an entry is dead-lettered */
+	int64_t queue_command_timeout_ms;   /* one Redis command's time-out */
+	int64_t queue_stream_maxlen;        /* approximate trim length of the stream */
+	char config_file[CONFIG_STR_MAX];   /* the file that was loaded, "" if none */
+};
+
+/* Fills c with defaults, then applies the file named by -c (if any), the environment, then the
+ * flags of argv. Returns 0, 1 when --help was printed to out (the caller exits 0), or
+ * GWB_EINVAL with "origin: reason" in err. */
+int config_load(struct gwb_config *c, int argc, char **argv, FILE *out, char *err, size_t errlen);
+
+/* Writes the settings table (name, environment variable, default, meaning) to out. */
+void config_usage(FILE *out);
+
+/* Splits "host:port" (IPv4, a name, or [IPv6]) into host and port. 0 or GWB_EINVAL. */
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+#endif

@@ -1,0 +1,302 @@
+/* /v1/tasks: submission (validation, idempotency fingerprint, the store's atomic decision),
+ * listing with filters and cursor pagination, one task, and its event history. */
+#include <errno.h>
+#include <event2/http.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/jsonx.h"
+#include "lib/log.h"
+#include "server/http.h"
+
+/* Validation ranges of a submission (API.md). */
+#define MEM_MIB_MAX 1048576
+#define CORE_PCT_MAX 100
+#define COUNT_MAX 8
+#define DURATION_MAX 86400
+#define NAME_MAX_BYTES 128
+#define KEY_MAX_BYTES 128
+#define LIST_LIMIT_MAX 500
+#define LIST_LIMIT_DEFAULT 50
+
+static const char *const submit_fields[] = { "team", "name", "gpu_memory_mib", "gpu_core_percent",
+					     "gpu_count", "duration_seconds", "qos", "experiment",
+					     NULL };
+static const char *const qos_values[] = { "LS", "BE", NULL };
+static const char *const experiment_values[] = { "normal", "overlimit", NULL };
+
+int api_valid_team(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+static int valid_task_id(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 3 || n > 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* A task name: 1..128 bytes of UTF-8 (already validated) with no control characters. */
+static int valid_name(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* Idempotency-Key: 1..128 visible ASCII characters. */
+static int valid_key(const char *k)
+{
+	size_t n = strlen(k);
+	if (n < 1 || n > KEY_MAX_BYTES)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (k[i] < 0x21 || k[i] > 0x7e)
+			return 0;
+	return 1;
+}
+
+/* Validates the body into req. Returns 0, or -1 after replying 400. */
+static int parse_submission(struct req *r, const json_t *body, struct task_req *req)
+{
+	struct jx_err e;
+	if (jx_only_keys(body, submit_fields, &e) ||
+	    jx_str(body, "team", 1, NULL, 1, 63, &req->team, &e) ||
+	    jx_str(body, "name", 0, "task", 1, NAME_MAX_BYTES, &req->name, &e) ||
+	    jx_int(body, "gpu_memory_mib", 1, 0, 1, MEM_MIB_MAX, &req->gpu_memory_mib, &e) ||
+	    jx_int(body, "gpu_core_percent", 1, 0, 1, CORE_PCT_MAX, &req->gpu_core_percent, &e) ||
+	    jx_int(body, "gpu_count", 0, 1, 1, COUNT_MAX, &req->gpu_count, &e) ||
+	    jx_int(body, "duration_seconds", 0, 60, 1, DURATION_MAX, &req->duration_seconds, &e) ||
+	    jx_enum(body, "qos", 0, qos_values, "LS", &req->qos, &e) ||
+	    jx_enum(body, "experiment", 0, experiment_values, "normal", &req->experiment, &e)) {
+		http_reply_invalid_field(r, e.field, e.rule);
+		return -1;
+	}
+	if (!api_valid_team(req->team)) {
+		http_reply_invalid_field(r, "team",
+					 "must be a DNS label: lowercase letters, digits and '-'");
+		return -1;
+	}
+	if (!valid_name(req->name)) {
+		http_reply_invalid_field(r, "name", "must not contain control characters");
+		return -1;
+	}
+	return 0;
+}
+
+/* SHA-256 (hex) of the canonical parameters: defaults applied, keys sorted, compact. Two
+ * bodies that mean the same submission get the same fingerprint. */
+static void fingerprint(const struct task_req *q, char out[65])
+{
+	json_t *c = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "team", q->team, "name",
+			      q->name, "gpu_memory_mib", (json_int_t)q->gpu_memory_mib,
+			      "gpu_core_percent", (json_int_t)q->gpu_core_percent, "gpu_count",
+			      (json_int_t)q->gpu_count, "duration_seconds",
+			      (json_int_t)q->duration_seconds, "qos", q->qos, "experiment",
+			      q->experiment);
+	char *s = jx_dump(c);
+	unsigned char h[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)s, strlen(s), h);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(out + 2 * i, 3, "%02x", h[i]);
+	gwb_free(s);
+	json_decref(c);
+}
+
+static json_t *pair(int64_t mem, int64_t core)
+{
+	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
+			 (json_int_t)core);
+}
+
+static void reply_task(struct req *r, int status, const char *id)
+{
+	json_t *t = store_task_json(r->srv->store, id);
+	if (!t)
+		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
+	http_reply_json(r, status, t);
+}
+
+static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
+			       const struct submit_result *res)
+{
+	switch (rc) {
+	case GWB_EQUOTA:
+		return http_reply_error(
+			r, 403, "quota_exceeded", "the team's quota cannot hold this task",
+			json_pack("{s:s, s:o, s:o, s:o}", "team", q->team, "requested",
+				  pair(res->req_mem, res->req_core), "reserved",
+				  pair(res->reserved_mem, res->reserved_core), "quota",
+				  pair(res->quota_mem, res->quota_core)));
+	case GWB_ECONFLICT:
+		return http_reply_error(
+			r, 409, "idempotency_key_reused",
+			"this Idempotency-Key was used for a submission with other parameters",
+			json_pack("{s:s}", "task_id", res->task_id));
+	case GWB_ENOTFOUND:
+		return http_reply_error(r, 404, "team_not_found", "no such team",
+					json_pack("{s:s}", "team", q->team));
+	case GWB_EBUSY:
+		http_add_header(r, "Retry-After", "1");
+		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
+	default:
+		log_error("api", "submit_failed", "team=%s error=%s db=%s", log_q(q->team),
+			  err_name(rc), log_q(store_errmsg(r->srv->store)));
+		return http_reply_error(r, 500, "internal", "the submission could not be stored",
+					NULL);
+	}
+}
+
+void api_tasks_submit(struct req *r)
+{
+	const char *key = http_header(r, "Idempotency-Key");
+	if (key && !valid_key(key))
+		return http_reply_invalid_field(r, "Idempotency-Key",
+						"must be 1 to 128 visible ASCII characters");
+	json_t *body = http_json_body(r);
+	if (!body)
+		return;
+	struct task_req q;
+	if (parse_submission(r, body, &q) < 0)
+		goto out;
+	if (!http_may_act_on(r, q.team))
+		goto out;
+	char fp[65];
+	fingerprint(&q, fp);
+	struct submit_result res;
+	int64_t ttl_ms = r->srv->cfg->idempotency_ttl_seconds * 1000;
+	int rc = store_task_submit(r->srv->store, &q, key, fp, clock_now_ms(), ttl_ms, &res);
+	if (rc) {
+		reply_submit_error(r, rc, &q, &res);
+		goto out;
+	}
+	char loc[64];
+	snprintf(loc, sizeof loc, "/v1/tasks/%s", res.task_id);
+	http_add_header(r, "Location", loc);
+	if (res.replayed) {
+		http_add_header(r, "Idempotent-Replayed", "true");
+		reply_task(r, 200, res.task_id);
+	} else {
+		log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
+			 res.task_id, log_q(q.team), (long long)res.req_mem,
+			 (long long)res.req_core);
+		reply_task(r, 201, res.task_id);
+	}
+out:
+	json_decref(body);
+}
+
+/* Parses a non-negative integer query parameter. Returns 0 (absent: *out untouched), or -1
+ * after replying 400. */
+static int query_int(struct req *r, const char *name, int64_t min, int64_t max, int64_t *out)
+{
+	const char *v = evhttp_find_header(&r->query, name);
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	long long x = strtoll(v, &end, 10);
+	if (errno || end == v || *end || x < min || x > max) {
+		char rule[96];
+		snprintf(rule, sizeof rule, "must be an integer from %lld to %lld",
+			 (long long)min, (long long)max);
+		http_reply_invalid_field(r, name, rule);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+void api_tasks_list(struct req *r)
+{
+	static const char *const known[] = { "team", "state", "limit", "cursor", NULL };
+	for (struct evkeyval *kv = r->query.tqh_first; kv; kv = kv->next.tqe_next) {
+		int ok = 0;
+		for (const char *const *k = known; *k; k++)
+			ok |= strcmp(*k, kv->key) == 0;
+		if (!ok)
+			return http_reply_invalid_field(r, kv->key, "unknown query parameter");
+	}
+	const char *team = evhttp_find_header(&r->query, "team");
+	const char *state = evhttp_find_header(&r->query, "state");
+	int64_t limit = LIST_LIMIT_DEFAULT, cursor = 0;
+	if (team && !api_valid_team(team))
+		return http_reply_invalid_field(r, "team", "must be a team name");
+	if (state) {
+		int ok = 0;
+		for (const char *const *s = store_task_states; *s; s++)
+			ok |= strcmp(*s, state) == 0;
+		if (!ok)
+			return http_reply_invalid_field(r, "state", "must be a task state");
+	}
+	if (query_int(r, "limit", 1, LIST_LIMIT_MAX, &limit) < 0 ||
+	    query_int(r, "cursor", 1, INT64_MAX, &cursor) < 0)
+		return;
+	if (!r->is_admin) {
+		if (team && !http_may_act_on(r, team))
+			return;
+		team = r->team; /* a team token lists its own team's tasks only */
+	}
+	json_t *tasks;
+	int64_t next;
+	if (store_task_list(r->srv->store, team, state, cursor, (int)limit, &tasks, &next))
+		return http_reply_error(r, 500, "internal", "the tasks cannot be listed", NULL);
+	char nc[32];
+	snprintf(nc, sizeof nc, "%lld", (long long)next);
+	http_reply_json(r, 200, json_pack("{s:o, s:o}", "tasks", tasks, "next_cursor",
+					  next ? json_string(nc) : json_null()));
+}
+
+/* Checks the id and that the caller may see the task. Returns 1, or 0 after replying. */
+static int task_visible(struct req *r, const char *id)
+{
+	char team[64];
+	if (!valid_task_id(id)) {
+		http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
+		return 0;
+	}
+	int rc = store_task_team(r->srv->store, id, team, sizeof team);
+	if (rc == GWB_ENOTFOUND) {
+		http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
+		return 0;
+	}
+	if (rc) {
+		http_reply_error(r, 500, "internal", "the task cannot be read", NULL);
+		return 0;
+	}
+	return http_may_act_on(r, team);
+}
+
+void api_task_get(struct req *r, const char *id)
+{
+	if (!task_visible(r, id))
+		return;
+	reply_task(r, 200, id);
+}
+
+void api_task_events(struct req *r, const char *id)
+{
+	if (!task_visible(r, id))
+		return;
+	json_t *events;
+	if (store_task_events(r->srv->store, id, &events))
+		return http_reply_error(r, 500, "internal", "the events cannot be read", NULL);
+	http_reply_json(r, 200, json_pack("{s:s, s:o}", "task", id, "events", events));
+}

@@ -1,0 +1,330 @@
+/* The HTTP layer: evhttp set-up, request context, authentication, routing and replies. */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include "lib/alloc.h"
+#include "lib/err.h"
+#include "lib/jsonx.h"
+#include "lib/log.h"
+
+void http_add_header(struct req *r, const char *name, const char *value)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
+}
+
+const char *http_header(struct req *r, const char *name)
+{
+	return evhttp_find_header(evhttp_request_get_input_headers(r->ev), name);
+}
+
+void http_reply_json(struct req *r, int status, json_t *body)
+{
+	struct evbuffer *buf = evbuffer_new();
+	if (body) {
+		char *s = jx_dump(body);
+		evbuffer_add(buf, s, strlen(s));
+		evbuffer_add(buf, "\n", 1);
+		gwb_free(s);
+		json_decref(body);
+		http_add_header(r, "Content-Type", "application/json");
+	}
+	http_add_header(r, "Cache-Control", "no-store");
+	evhttp_send_reply(r->ev, status, NULL, buf);
+	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
+	evbuffer_free(buf);
+	log_debug("http", "reply", "method=%d path=%s status=%d", (int)r->method, log_q(r->path),
+		  status);
+}
+
+void http_reply_error(struct req *r, int status, const char *code, const char *message,
+		      json_t *details)
+{
+	json_t *err = details ? details : json_object();
+	json_object_set_new(err, "code", json_string(code));
+	json_object_set_new(err, "message", json_string(message));
+	http_reply_json(r, status, json_pack("{s:o}", "error", err));
+}
+
+void http_reply_invalid_field(struct req *r, const char *field, const char *rule)
+{
+	char msg[320];
+	snprintf(msg, sizeof msg, "%s: %s", field, rule);
+	http_reply_error(r, 400, "invalid_field", msg,
+			 json_pack("{s:s, s:s}", "field", field, "rule", rule));
+}
+
+json_t *http_json_body(struct req *r)
+{
+	const char *ct = http_header(r, "Content-Type");
+	size_t n = ct ? strcspn(ct, ";") : 0;
+	while (n && ct[n - 1] == ' ')
+		n--;
+	if (!ct || n != strlen("application/json") || strncasecmp(ct, "application/json", n) != 0) {
+		http_reply_error(r, 415, "unsupported_media_type",
+				 "the body must be sent as Content-Type: application/json",
+				 json_pack("{s:s?}", "content_type", ct));
+		return NULL;
+	}
+	struct jx_parse_err pe;
+	json_t *v = jx_parse(r->body, r->body_len, &pe);
+	if (!v) {
+		http_reply_error(r, 400, pe.code, pe.message,
+				 json_pack("{s:i, s:i, s:i}", "line", (int)pe.line, "column",
+					   (int)pe.column, "position", (int)pe.position));
+		return NULL;
+	}
+	if (!json_is_object(v)) {
+		json_decref(v);
+		http_reply_error(r, 400, "invalid_json", "the body must be a JSON object", NULL);
+		return NULL;
+	}
+	return v;
+}
+
+int http_may_act_on(struct req *r, const char *team)
+{
+	if (r->is_admin || strcmp(r->team, team) == 0)
+		return 1;
+	http_reply_error(r, 403, "forbidden", "this token may not act on another team",
+			 json_pack("{s:s}", "team", team));
+	return 0;
+}
+
+/* Authenticates the bearer token: the admin's, or a team's (looked up by its SHA-256). Returns
+ * 1, or 0 after replying 401. */
+static int authenticate(struct req *r)
+{
+	const char *h = http_header(r, "Authorization");
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+		http_add_header(r, "WWW-Authenticate", "Bearer");
+		http_reply_error(r, 401, "unauthorized", "an Authorization: Bearer token is required",
+				 NULL);
+		return 0;
+	}
+	const char *tok = h + 7;
+	unsigned char hash[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)tok, strlen(tok), hash);
+	if (r->srv->has_admin && CRYPTO_memcmp(hash, r->srv->admin_hash, sizeof hash) == 0) {
+		r->is_admin = 1;
+		return 1;
+	}
+	/* Teams are found by the hash of their token; only hashes are stored, and the lookup's
+	 * timing can reveal nothing about a token beyond its hash. */
+	if (store_team_by_token(r->srv->store, hash, r->team, sizeof r->team) == 0)
+		return 1;
+	http_add_header(r, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+	http_reply_error(r, 401, "unauthorized", "the token is not valid", NULL);
+	return 0;
+}
+
+static int split_path(struct req *r)
+{
+	snprintf(r->segbuf, sizeof r->segbuf, "%s", r->path);
+	r->nsegs = 0;
+	for (char *p = r->segbuf; *p;) {
+		while (*p == '/')
+			*p++ = '\0';
+		if (!*p)
+			break;
+		if (r->nsegs == (int)(sizeof r->segs / sizeof r->segs[0]))
+			return -1;
+		r->segs[r->nsegs++] = p;
+		while (*p && *p != '/')
+			p++;
+	}
+	return 0;
+}
+
+static void method_not_allowed(struct req *r, const char *allow)
+{
+	http_add_header(r, "Allow", allow);
+	http_reply_error(r, 405, "method_not_allowed", "this method is not allowed here",
+			 json_pack("{s:s}", "allow", allow));
+}
+
+static int seg_is(struct req *r, int i, const char *s)
+{
+	return i < r->nsegs && strcmp(r->segs[i], s) == 0;
+}
+
+/* Routes an authenticated /v1 request. */
+static void route_v1(struct req *r)
+{
+	int get = r->method == EVHTTP_REQ_GET, post = r->method == EVHTTP_REQ_POST;
+	if (seg_is(r, 1, "tasks")) {
+		if (r->nsegs == 2) {
+			if (get)
+				return api_tasks_list(r);
+			if (post)
+				return api_tasks_submit(r);
+			return method_not_allowed(r, "GET, POST");
+		}
+		if (r->nsegs == 3) {
+			if (get)
+				return api_task_get(r, r->segs[2]);
+			return method_not_allowed(r, "GET");
+		}
+		if (r->nsegs == 4 && seg_is(r, 3, "events")) {
+			if (get)
+				return api_task_events(r, r->segs[2]);
+			return method_not_allowed(r, "GET");
+		}
+	} else if (seg_is(r, 1, "teams")) {
+		if (r->nsegs == 2) {
+			if (get)
+				return api_teams_list(r);
+			return method_not_allowed(r, "GET");
+		}
+		if (r->nsegs == 3) {
+			if (get)
+				return api_team_get(r, r->segs[2]);
+			if (r->method == EVHTTP_REQ_PUT)
+				return api_team_put(r, r->segs[2]);
+			return method_not_allowed(r, "GET, PUT");
+		}
+	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
+		if (get)
+			return api_info(r);
+		return method_not_allowed(r, "GET");
+	}
+	http_reply_error(r, 404, "not_found", "no such resource",
+			 json_pack("{s:s}", "path", r->path));
+}
+
+static void route(struct req *r)
+{
+	if (r->nsegs == 1 && (seg_is(r, 0, "healthz") || seg_is(r, 0, "readyz"))) {
+		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
+			return method_not_allowed(r, "GET");
+		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
+	}
+	if (!seg_is(r, 0, "v1"))
+		return http_reply_error(r, 404, "not_found", "no such resource",
+					json_pack("{s:s}", "path", r->path));
+	if (!authenticate(r))
+		return;
+	route_v1(r);
+}
+
+/* Reads the body into r (capped by http.max_body_bytes). Returns 0, or -1 after replying. */
+static int read_body(struct req *r)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
+	size_t n = evbuffer_get_length(in);
+	if ((int64_t)n > r->srv->cfg->http_max_body_bytes) {
+		http_reply_error(r, 413, "body_too_large", "the request body is too large",
+				 json_pack("{s:I}", "max_bytes",
+					   (json_int_t)r->srv->cfg->http_max_body_bytes));
+		return -1;
+	}
+	r->body = gwb_try_malloc(n + 1);
+	if (!r->body) {
+		http_reply_error(r, 503, "overloaded", "cannot hold the request body now", NULL);
+		return -1;
+	}
+	evbuffer_copyout(in, r->body, n);
+	r->body[n] = '\0';
+	r->body_len = n;
+	return 0;
+}
+
+static void on_request(struct evhttp_request *ev, void *arg)
+{
+	struct req r;
+	memset(&r, 0, sizeof r);
+	r.ev = ev;
+	r.srv = arg;
+	r.method = evhttp_request_get_command(ev);
+	TAILQ_INIT(&r.query);
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
+	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
+	char *path = raw ? evhttp_uridecode(raw, 0, NULL) : NULL;
+	int path_ok = path && path[0] == '/' && strlen(path) < sizeof r.path &&
+		      strlen(path) == strcspn(path, "\r\n");
+	snprintf(r.path, sizeof r.path, "%s", path_ok ? path : "?");
+	free(path); /* banned-ok: evhttp_uridecode allocates with the C library */
+	if (!path_ok) {
+		http_reply_error(&r, 400, "invalid_path", "the request path is not valid", NULL);
+		return;
+	}
+	if (split_path(&r) < 0) {
+		http_reply_error(&r, 404, "not_found", "no such resource", NULL);
+		return;
+	}
+	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
+	if (q && evhttp_parse_query_str(q, &r.query) < 0) {
+		http_reply_error(&r, 400, "invalid_query", "the query string is not valid", NULL);
+		goto out;
+	}
+	if (read_body(&r) < 0)
+		goto out;
+	route(&r);
+out:
+	evhttp_clear_headers(&r.query);
+	gwb_free(r.body);
+}
+
+int http_start(struct server *srv, char *err, size_t errlen)
+{
+	const struct gwb_config *cfg = srv->cfg;
+	char host[256];
+	int port;
+	if (config_split_hostport(cfg->listen, host, sizeof host, &port) < 0) {
+		snprintf(err, errlen, "listen: invalid address %s", cfg->listen);
+		return GWB_EINVAL;
+	}
+	srv->http = evhttp_new(srv->base);
+	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
+	 * answers with the JSON error every client expects. */
+	evhttp_set_max_body_size(srv->http, (ev_ssize_t)cfg->http_max_body_bytes * 4 + 4096);
+	evhttp_set_max_headers_size(srv->http, (ev_ssize_t)cfg->http_max_header_bytes);
+	evhttp_set_timeout(srv->http, (int)cfg->http_timeout_seconds);
+	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+						      EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+						      EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	evhttp_set_gencb(srv->http, on_request, srv);
+	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(srv->http, host,
+									(ev_uint16_t)port);
+	if (!bs) {
+		snprintf(err, errlen, "listen: cannot bind %s", cfg->listen);
+		return GWB_EIO;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char addr[INET6_ADDRSTRLEN] = "?";
+	int real_port = port;
+	if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
+			real_port = ntohs(in->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
+			real_port = ntohs(in6->sin6_port);
+		}
+	}
+	if (ss.ss_family == AF_INET6)
+		snprintf(srv->url, sizeof srv->url, "http://[%s]:%d", addr, real_port);
+	else
+		snprintf(srv->url, sizeof srv->url, "http://%s:%d", addr, real_port);
+	return 0;
+}
+
+void http_stop(struct server *srv)
+{
+	if (srv->http)
+		evhttp_free(srv->http);
+	srv->http = NULL;
+}

@@ -1,0 +1,155 @@
+/* gwb-server: loads the configuration, opens the store, and runs the one event loop that
+ * serves the HTTP API and (through the modules it starts) the queue and the cluster side. */
+#include <errno.h>
+#include <event2/http.h>
+#include <openssl/sha.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config/config.h"
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "server/server.h"
+#include "server/store.h"
+
+/* Idempotency keys are purged at most this often: the purge is one indexed DELETE. */
+#define IDEM_PURGE_EVERY_MS 60000
+
+int server_health_add(struct server *srv, const char *name, server_health_fn fn, void *arg)
+{
+	if (srv->ndeps == SERVER_MAX_DEPS)
+		return GWB_ETOOBIG;
+	srv->deps[srv->ndeps].name = name;
+	srv->deps[srv->ndeps].fn = fn;
+	srv->deps[srv->ndeps].arg = arg;
+	srv->ndeps++;
+	return 0;
+}
+
+int server_cron_add(struct server *srv, server_cron_fn fn, void *arg)
+{
+	if (srv->ncron == SERVER_MAX_CRON)
+		return GWB_ETOOBIG;
+	srv->cron[srv->ncron].fn = fn;
+	srv->cron[srv->ncron].arg = arg;
+	srv->ncron++;
+	return 0;
+}
+
+static void on_cron(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct server *srv = arg;
+	int64_t now = clock_now_ms();
+	if (now - srv->idem_purged_ms >= IDEM_PURGE_EVERY_MS) {
+		int purged = 0;
+		if (store_idem_purge(srv->store, now, &purged) == 0 && purged > 0)
+			log_info("store", "idempotency_keys_purged", "count=%d", purged);
+		srv->idem_purged_ms = now;
+	}
+	for (int i = 0; i < srv->ncron; i++)
+		srv->cron[i].fn(srv->cron[i].arg, now);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	struct server *srv = arg;
+	log_info("server", "stopping", "signal=%d", (int)sig);
+	event_base_loopexit(srv->base, NULL);
+}
+
+/* Creates the folder that holds the database file, when it is missing (one level). */
+static void ensure_db_dir(const char *db)
+{
+	char dir[CONFIG_STR_MAX];
+	snprintf(dir, sizeof dir, "%s", db);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return;
+	*slash = '\0';
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		log_warn("server", "mkdir_failed", "dir=%s error=%s", log_q(dir),
+			 log_q(strerror(errno)));
+}
+
+static int server_run(struct server *srv)
+{
+	char err[512];
+	const struct gwb_config *cfg = srv->cfg;
+	ensure_db_dir(cfg->db);
+	if (store_open(&srv->store, cfg->db, (int)cfg->store_busy_timeout_ms, err, sizeof err)) {
+		fprintf(stderr, "gwb-server: store: %s\n", err);
+		return 1;
+	}
+	if (cfg->admin_token[0]) {
+		SHA256((const unsigned char *)cfg->admin_token, strlen(cfg->admin_token),
+		       srv->admin_hash);
+		srv->has_admin = 1;
+	} else {
+		log_warn("server", "no_admin_token", "hint=%s",
+			 log_q("set GWB_ADMIN_TOKEN to manage teams"));
+	}
+	if (http_start(srv, err, sizeof err)) {
+		fprintf(stderr, "gwb-server: %s\n", err);
+		return 1;
+	}
+	struct timeval tv = { cfg->housekeeping_interval_ms / 1000,
+			      (cfg->housekeeping_interval_ms % 1000) * 1000 };
+	srv->cron_timer = event_new(srv->base, -1, EV_PERSIST, on_cron, srv);
+	event_add(srv->cron_timer, &tv);
+	srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+	srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
+	event_add(srv->sig_term, NULL);
+	event_add(srv->sig_int, NULL);
+	log_info("server", "started", "version=%s mode=%s db=%s url=%s", GWB_VERSION, cfg->mode,
+		 log_q(cfg->db), srv->url);
+	/* Scripts look for exactly this line to find the port. */
+	printf("gwb-server listening on %s\n", srv->url);
+	fflush(stdout);
+	event_base_dispatch(srv->base);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct gwb_config cfg;
+	char err[1024];
+	gwb_alloc_init();
+	signal(SIGPIPE, SIG_IGN);
+	int rc = config_load(&cfg, argc, argv, stdout, err, sizeof err);
+	if (rc == 1)
+		return 0;
+	if (rc) {
+		fprintf(stderr, "gwb-server: configuration: %s\n", err);
+		return 2;
+	}
+	log_level_min = log_level_parse(cfg.log_level);
+	struct server srv;
+	memset(&srv, 0, sizeof srv);
+	srv.cfg = &cfg;
+	srv.started_ms = clock_now_ms();
+	srv.base = event_base_new();
+	if (!srv.base) {
+		fprintf(stderr, "gwb-server: cannot create the event base\n");
+		return 1;
+	}
+	rc = server_run(&srv);
+	http_stop(&srv);
+	if (srv.cron_timer)
+		event_free(srv.cron_timer);
+	if (srv.sig_term)
+		event_free(srv.sig_term);
+	if (srv.sig_int)
+		event_free(srv.sig_int);
+	store_close(srv.store);
+	event_base_free(srv.base);
+	libevent_global_shutdown();
+	log_info("server", "stopped", "rc=%d", rc);
+	return rc;
+}

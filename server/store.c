@@ -1,0 +1,302 @@
+/* The store: connection set-up, migrations, statement cache, submissions, teams and reads. */
+#include "server/store_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/jsonx.h"
+#include "lib/log.h"
+
+#define STATE_NAME(id, str) str,
+const char *const store_task_states[] = { TASK_STATES(STATE_NAME) NULL };
+#undef STATE_NAME
+
+int store_state_is_final(const char *state)
+{
+	return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+	       strcmp(state, "cancelled") == 0;
+}
+
+/* Numbered migrations: migrations[i] takes the schema from version i to i + 1. Never edit one
+ * that has shipped; append a new one. */
+static const char *const migrations[] = {
+	/* 1: the foundation schema. */
+	"CREATE TABLE teams ("
+	"  name TEXT PRIMARY KEY,"
+	"  quota_mem_mib INTEGER NOT NULL CHECK (quota_mem_mib >= 0),"
+	"  quota_core_pct INTEGER NOT NULL CHECK (quota_core_pct >= 0),"
+	"  reserved_mem_mib INTEGER NOT NULL DEFAULT 0 CHECK (reserved_mem_mib >= 0),"
+	"  reserved_core_pct INTEGER NOT NULL DEFAULT 0 CHECK (reserved_core_pct >= 0),"
+	"  token_hash BLOB UNIQUE,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);"
+	"CREATE TABLE tasks ("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  id TEXT NOT NULL UNIQUE,"
+	"  team TEXT NOT NULL REFERENCES teams(name),"
+	"  name TEXT NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  gpu_memory_mib INTEGER NOT NULL,"
+	"  gpu_core_percent INTEGER NOT NULL,"
+	"  gpu_count INTEGER NOT NULL,"
+	"  duration_seconds INTEGER NOT NULL,"
+	"  qos TEXT NOT NULL,"
+	"  experiment TEXT NOT NULL,"
+	"  idempotency_key TEXT,"
+	"  job_name TEXT NOT NULL,"
+	"  job_uid TEXT,"
+	"  job_suspended INTEGER NOT NULL DEFAULT 0,"
+	"  pod_name TEXT, pod_uid TEXT, pod_node TEXT, pod_phase TEXT,"
+	"  exit_code INTEGER, reason TEXT,"
+	"  allocation TEXT,"
+	"  pending_message TEXT, pending_diagnosis TEXT,"
+	"  cancel_requested_at INTEGER,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);"
+	"CREATE INDEX tasks_team_seq ON tasks(team, seq);"
+	"CREATE INDEX tasks_team_state ON tasks(team, state);"
+	"CREATE INDEX tasks_state ON tasks(state);"
+	"CREATE TABLE reservations ("
+	"  task_id TEXT PRIMARY KEY REFERENCES tasks(id),"
+	"  team TEXT NOT NULL REFERENCES teams(name),"
+	"  gpu_memory_mib INTEGER NOT NULL,"
+	"  gpu_core_percent INTEGER NOT NULL,"
+	"  released INTEGER NOT NULL DEFAULT 0,"
+	"  released_at INTEGER, release_reason TEXT, release_evidence TEXT);"
+	"CREATE TABLE idempotency_keys ("
+	"  team TEXT NOT NULL, key TEXT NOT NULL,"
+	"  fingerprint TEXT NOT NULL, task_id TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (team, key));"
+	"CREATE INDEX idempotency_expiry ON idempotency_keys(expires_at);"
+	"CREATE TABLE outbox ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  task_id TEXT NOT NULL, team TEXT NOT NULL,"
+	"  kind TEXT NOT NULL CHECK (kind IN ('create', 'cancel')),"
+	"  attempt INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  published_at INTEGER, stream_id TEXT);"
+	"CREATE INDEX outbox_unpublished ON outbox(id) WHERE published_at IS NULL;"
+	"CREATE TABLE task_events ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  task_id TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL,"
+	"  from_state TEXT, to_state TEXT, detail TEXT);"
+	"CREATE INDEX task_events_task ON task_events(task_id, id);",
+};
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+const char *store_errmsg(struct store *s)
+{
+	return s && s->db ? sqlite3_errmsg(s->db) : "no database";
+}
+
+static int rc_err(int rc)
+{
+	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? GWB_EBUSY : GWB_EDB;
+}
+
+sqlite3_stmt *store_stmt(struct store *s, const char *sql)
+{
+	for (int i = 0; i < s->ncache; i++) {
+		if (s->cache[i].sql == sql) {
+			sqlite3_reset(s->cache[i].stmt);
+			sqlite3_clear_bindings(s->cache[i].stmt);
+			return s->cache[i].stmt;
+		}
+	}
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		log_error("store", "prepare_failed", "error=%s", log_q(sqlite3_errmsg(s->db)));
+		return NULL;
+	}
+	if (s->ncache < STORE_STMT_CACHE) {
+		s->cache[s->ncache].sql = sql;
+		s->cache[s->ncache].stmt = st;
+		s->ncache++;
+	} else {
+		/* A full cache is a programming error (more statements than slots). */
+		log_error("store", "stmt_cache_full", "limit=%d", STORE_STMT_CACHE);
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
+static int exec_sql(struct store *s, const char *sql)
+{
+	int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : rc_err(rc);
+}
+
+int store_begin(struct store *s)
+{
+	return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
+int store_commit(struct store *s)
+{
+	int rc = exec_sql(s, "COMMIT");
+	if (rc)
+		store_rollback(s);
+	return rc;
+}
+
+void store_rollback(struct store *s)
+{
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int store_step_done(struct store *s, sqlite3_stmt *st)
+{
+	(void)s;
+	if (!st)
+		return GWB_EDB;
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : rc_err(rc);
+}
+
+void store_bind_text(sqlite3_stmt *st, int idx, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, idx, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, idx);
+}
+
+const char *store_col_text(sqlite3_stmt *st, int idx)
+{
+	return (const char *)sqlite3_column_text(st, idx);
+}
+
+int store_schema_version(struct store *s)
+{
+	sqlite3_stmt *st = store_stmt(s, "PRAGMA user_version");
+	int v = -1;
+	if (st && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	if (st)
+		sqlite3_reset(st);
+	return v;
+}
+
+static int migrate(struct store *s, char *err, size_t errlen)
+{
+	int rc = store_begin(s);
+	if (rc) {
+		snprintf(err, errlen, "cannot lock the database to migrate: %s", store_errmsg(s));
+		return rc;
+	}
+	int v = store_schema_version(s);
+	if (v < 0 || v > NMIGRATIONS) {
+		snprintf(err, errlen, "schema version %d is not one this build knows (max %d)", v,
+			 NMIGRATIONS);
+		store_rollback(s);
+		return GWB_EDB;
+	}
+	for (; v < NMIGRATIONS; v++) {
+		char pragma[64];
+		snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
+		if (exec_sql(s, migrations[v]) || exec_sql(s, pragma)) {
+			snprintf(err, errlen, "migration %d failed: %s", v + 1, store_errmsg(s));
+			store_rollback(s);
+			return GWB_EDB;
+		}
+		log_info("store", "migrated", "version=%d", v + 1);
+	}
+	rc = store_commit(s);
+	if (rc)
+		snprintf(err, errlen, "migration commit failed: %s", store_errmsg(s));
+	return rc;
+}
+
+int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen)
+{
+	struct store *s = gwb_calloc(1, sizeof *s);
+	int rc = sqlite3_open_v2(path, &s->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+				 NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", path, store_errmsg(s));
+		store_close(s);
+		return GWB_EDB;
+	}
+	sqlite3_busy_timeout(s->db, busy_timeout_ms);
+	sqlite3_extended_result_codes(s->db, 0);
+	/* WAL lets readers run beside the writer; synchronous=FULL makes every acknowledged
+	 * commit survive a power loss too, not only a process kill. */
+	if (exec_sql(s, "PRAGMA journal_mode=WAL") || exec_sql(s, "PRAGMA synchronous=FULL") ||
+	    exec_sql(s, "PRAGMA foreign_keys=ON")) {
+		snprintf(err, errlen, "%s: cannot configure: %s", path, store_errmsg(s));
+		store_close(s);
+		return GWB_EDB;
+	}
+	rc = migrate(s, err, errlen);
+	if (rc) {
+		store_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->ncache; i++)
+		sqlite3_finalize(s->cache[i].stmt);
+	sqlite3_close(s->db);
+	gwb_free(s);
+}
+
+int store_check(struct store *s)
+{
+	sqlite3_stmt *st = store_stmt(s, "PRAGMA quick_check");
+	int ok = st && sqlite3_step(st) == SQLITE_ROW &&
+		 strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+	if (st)
+		sqlite3_reset(st);
+	return ok ? 0 : GWB_EDB;
+}
+
+void store_new_task_id(char out[16])
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+	uint64_t r = 0;
+	while (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+		if (errno != EINTR)
+			break;
+	out[0] = 't';
+	out[1] = '-';
+	for (int i = 0; i < 12; i++) {
+		out[2 + i] = alphabet[r & 31];
+		r >>= 5;
+	}
+	out[14] = '\0';
+}
+
+int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
+		    const char *from_state, const char *to_state, const json_t *detail)
+{
+	sqlite3_stmt *st = store_stmt(s, "INSERT INTO task_events (task_id, ts, type, from_state, "
+					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
+	if (!st)
+		return GWB_EDB;
+	char *d = detail ? jx_dump(detail) : NULL;
+	store_bind_text(st, 1, task_id);
+	sqlite3_bind_int64(st, 2, now_ms);
+	store_bind_text(st, 3, type);
+	store_bind_text(st, 4, from_state);
+	store_bind_text(st, 5, to_state);
+	store_bind_text(st, 6, d);
+	int rc = store_step_done(s, st);
+	gwb_free(d);
+	return rc;
+}

@@ -1,0 +1,101 @@
+/* The store: gwb-server's SQLite database (WAL). It owns teams and their quota, tasks,
+ * reservations, idempotency keys, the intent outbox and task events. Every decision that reads
+ * and writes quota is one BEGIN IMMEDIATE transaction, so it is atomic across processes, not
+ * only inside the reactor. Schema changes are numbered migrations on PRAGMA user_version. */
+#ifndef GWB_STORE_H
+#define GWB_STORE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+/* Task states as stored and as the API names them. */
+#define TASK_STATES(X)                                                                         \
+	X(QUEUED, "queued") X(CREATING, "creating") X(PENDING, "pending") X(RUNNING, "running") \
+	X(SUCCEEDED, "succeeded") X(FAILED, "failed") X(CANCELLING, "cancelling")               \
+	X(CANCELLED, "cancelled") X(UNKNOWN, "unknown")
+
+/* NULL-terminated list of the state names, for validation. */
+extern const char *const store_task_states[];
+/* 1 when state is final (succeeded, failed, cancelled). */
+int store_state_is_final(const char *state);
+
+/* Opens (creating if needed) the database at path, enables WAL and foreign keys, sets the busy
+ * time-out, and runs pending migrations. Returns 0 and *out (caller frees with store_close), or
+ * a negative error with the reason in err. */
+int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen);
+/* Closes the database. Accepts NULL. */
+void store_close(struct store *s);
+/* The last SQLite error message of s (valid until the next store call). */
+const char *store_errmsg(struct store *s);
+/* The schema version the database is at. */
+int store_schema_version(struct store *s);
+/* Runs PRAGMA quick_check; 0 when the database is intact. */
+int store_check(struct store *s);
+
+/* A validated submission. Strings are borrowed for the call. */
+struct task_req {
+	const char *team;
+	const char *name;
+	int64_t gpu_memory_mib;   /* per card */
+	int64_t gpu_core_percent; /* per card */
+	int64_t gpu_count;
+	int64_t duration_seconds;
+	const char *qos;          /* "LS" | "BE" */
+	const char *experiment;   /* "normal" | "overlimit" */
+};
+
+/* What a submission decided, with the numbers an error answer needs. */
+struct submit_result {
+	int replayed;          /* 1: an earlier task with the same key and parameters */
+	char task_id[32];
+	int64_t req_mem, req_core;          /* totals asked: per card × gpu_count */
+	int64_t reserved_mem, reserved_core; /* the team's reservation before this task */
+	int64_t quota_mem, quota_core;
+};
+
+/* Submits one task: idempotency lookup, quota check, task row, reservation, reserved totals,
+ * idempotency record, outbox row and a task event, in one BEGIN IMMEDIATE transaction.
+ * key may be NULL (no idempotency); fingerprint identifies the canonical parameters.
+ * Returns 0 (res->replayed tells a replay from a new task), GWB_EQUOTA, GWB_ECONFLICT (the key
+ * was used with other parameters), GWB_ENOTFOUND (no such team), GWB_EBUSY (the database stayed
+ * locked past the busy time-out), or GWB_EDB. res is filled in every case it can be. */
+int store_task_submit(struct store *s, const struct task_req *req, const char *key,
+		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+		      struct submit_result *res);
+
+/* Returns the task as the API shows it (a new reference), or NULL when there is no such task. */
+json_t *store_task_json(struct store *s, const char *id);
+/* The team of task id into team (size len). 0, GWB_ENOTFOUND or GWB_EDB. */
+int store_task_team(struct store *s, const char *id, char *team, size_t len);
+
+/* Lists tasks newest first. team and state may be NULL (no filter). cursor 0 starts at the
+ * newest; otherwise only tasks older than the cursor. *next is the cursor of the next page, 0
+ * when there is none. *out is a new JSON array. 0 or GWB_EDB. */
+int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
+		    int limit, json_t **out, int64_t *next);
+
+/* The task's events, oldest first, as a new JSON array. 0, GWB_ENOTFOUND or GWB_EDB. */
+int store_task_events(struct store *s, const char *id, json_t **out);
+
+/* Creates or changes a team's quota. token_hash (32 bytes) sets its token when not NULL.
+ * *created is 1 when the team is new. 0, GWB_EEXISTS (the token is another team's), GWB_EBUSY
+ * or GWB_EDB. */
+int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t core_pct,
+		   const unsigned char *token_hash, int64_t now_ms, int *created);
+/* The team as the API shows it (a new reference), or NULL when there is none. */
+json_t *store_team_json(struct store *s, const char *team);
+/* Every team, sorted by name, as a new JSON array. */
+json_t *store_teams_json(struct store *s);
+/* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
+int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
+
+/* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
+int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
+
+/* Makes a new task id: "t-" and 12 characters of lowercase base32 (60 random bits). */
+void store_new_task_id(char out[16]);
+
+#endif

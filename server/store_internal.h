@@ -1,0 +1,42 @@
+/* Internals shared by the store's own files (store.c, and the store_*.c files that extend it):
+ * the connection, the prepared-statement cache and the transaction helpers. Nothing outside
+ * server/store*.c includes this. */
+#ifndef GWB_STORE_INTERNAL_H
+#define GWB_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "server/store.h"
+
+#define STORE_STMT_CACHE 64
+
+struct store {
+	sqlite3 *db;
+	struct {
+		const char *sql; /* static string: the cache key is its address */
+		sqlite3_stmt *stmt;
+	} cache[STORE_STMT_CACHE];
+	int ncache;
+};
+
+/* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
+ * a preparation error. The statement stays owned by the store. */
+sqlite3_stmt *store_stmt(struct store *s, const char *sql);
+/* BEGIN IMMEDIATE: 0, GWB_EBUSY or GWB_EDB. */
+int store_begin(struct store *s);
+/* COMMIT: 0, GWB_EBUSY or GWB_EDB (the transaction is rolled back on failure). */
+int store_commit(struct store *s);
+/* ROLLBACK; harmless when no transaction is open. */
+void store_rollback(struct store *s);
+/* Runs one statement to completion, expecting no rows. 0 or GWB_EDB/GWB_EBUSY. */
+int store_step_done(struct store *s, sqlite3_stmt *st);
+/* Appends an event to the task's history inside the caller's transaction. detail may be NULL
+ * (borrowed). 0 or GWB_EDB. */
+int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
+		    const char *from_state, const char *to_state, const json_t *detail);
+/* Binds text or NULL. */
+void store_bind_text(sqlite3_stmt *st, int idx, const char *v);
+/* Column text or NULL. */
+const char *store_col_text(sqlite3_stmt *st, int idx);
+
+#endif

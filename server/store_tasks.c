@@ -1,0 +1,412 @@
+/* The store's task side: the submission transaction, task reads, listings and event history. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/devalloc.h"
+#include "lib/err.h"
+#include "lib/jsonx.h"
+#include "lib/log.h"
+#include "server/store_internal.h"
+
+/* Looks up an unexpired idempotency key. Returns 1 (found: fills fp and task), 0 (absent or
+ * expired; an expired one is deleted), or a negative error. */
+static int idem_lookup(struct store *s, const char *team, const char *key, int64_t now_ms,
+		       char *fp, size_t fplen, char *task, size_t tasklen)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT fingerprint, task_id, expires_at FROM "
+					 "idempotency_keys WHERE team = ? AND key = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, team);
+	store_bind_text(st, 2, key);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return GWB_EDB;
+	}
+	snprintf(fp, fplen, "%s", store_col_text(st, 0));
+	snprintf(task, tasklen, "%s", store_col_text(st, 1));
+	int64_t expires = sqlite3_column_int64(st, 2);
+	sqlite3_reset(st);
+	if (expires > now_ms)
+		return 1;
+	st = store_stmt(s, "DELETE FROM idempotency_keys WHERE team = ? AND key = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, team);
+	store_bind_text(st, 2, key);
+	rc = store_step_done(s, st);
+	return rc ? rc : 0;
+}
+
+/* Reads the team's quota and reservation into res. 0, GWB_ENOTFOUND or GWB_EDB. */
+static int team_totals(struct store *s, const char *team, struct submit_result *res)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT quota_mem_mib, quota_core_pct, reserved_mem_mib, "
+					 "reserved_core_pct FROM teams WHERE name = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, team);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		res->quota_mem = sqlite3_column_int64(st, 0);
+		res->quota_core = sqlite3_column_int64(st, 1);
+		res->reserved_mem = sqlite3_column_int64(st, 2);
+		res->reserved_core = sqlite3_column_int64(st, 3);
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+}
+
+/* Inserts the task row with a fresh id (retrying on the unlikely id collision). */
+static int insert_task(struct store *s, const struct task_req *req, const char *key,
+		       int64_t now_ms, char id[16])
+{
+	for (int attempt = 0; attempt < 4; attempt++) {
+		store_new_task_id(id);
+		char job[32];
+		snprintf(job, sizeof job, "gwb-%s", id);
+		sqlite3_stmt *st = store_stmt(
+			s, "INSERT INTO tasks (id, team, name, state, gpu_memory_mib, "
+			   "gpu_core_percent, gpu_count, duration_seconds, qos, experiment, "
+			   "idempotency_key, job_name, created_at, updated_at) VALUES "
+			   "(?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+		if (!st)
+			return GWB_EDB;
+		store_bind_text(st, 1, id);
+		store_bind_text(st, 2, req->team);
+		store_bind_text(st, 3, req->name);
+		sqlite3_bind_int64(st, 4, req->gpu_memory_mib);
+		sqlite3_bind_int64(st, 5, req->gpu_core_percent);
+		sqlite3_bind_int64(st, 6, req->gpu_count);
+		sqlite3_bind_int64(st, 7, req->duration_seconds);
+		store_bind_text(st, 8, req->qos);
+		store_bind_text(st, 9, req->experiment);
+		store_bind_text(st, 10, key);
+		store_bind_text(st, 11, job);
+		sqlite3_bind_int64(st, 12, now_ms);
+		sqlite3_bind_int64(st, 13, now_ms);
+		int rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (rc == SQLITE_DONE)
+			return 0;
+		if (rc != SQLITE_CONSTRAINT)
+			return GWB_EDB;
+	}
+	return GWB_EDB;
+}
+
+/* The writes of an accepted submission, after the checks. */
+static int submit_writes(struct store *s, const struct task_req *req, const char *key,
+			 const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+			 struct submit_result *res)
+{
+	char id[16];
+	int rc = insert_task(s, req, key, now_ms, id);
+	if (rc)
+		return rc;
+	snprintf(res->task_id, sizeof res->task_id, "%s", id);
+
+	sqlite3_stmt *st = store_stmt(s, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
+					 "gpu_core_percent) VALUES (?, ?, ?, ?)");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, req->team);
+	sqlite3_bind_int64(st, 3, res->req_mem);
+	sqlite3_bind_int64(st, 4, res->req_core);
+	if ((rc = store_step_done(s, st)))
+		return rc;
+
+	st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
+			   "reserved_core_pct = reserved_core_pct + ?, updated_at = ? WHERE name = ?");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, res->req_mem);
+	sqlite3_bind_int64(st, 2, res->req_core);
+	sqlite3_bind_int64(st, 3, now_ms);
+	store_bind_text(st, 4, req->team);
+	if ((rc = store_step_done(s, st)))
+		return rc;
+
+	if (key) {
+		st = store_stmt(s, "INSERT INTO idempotency_keys (team, key, fingerprint, task_id, "
+				   "created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)");
+		if (!st)
+			return GWB_EDB;
+		store_bind_text(st, 1, req->team);
+		store_bind_text(st, 2, key);
+		store_bind_text(st, 3, fingerprint);
+		store_bind_text(st, 4, id);
+		sqlite3_bind_int64(st, 5, now_ms);
+		sqlite3_bind_int64(st, 6, now_ms + key_ttl_ms);
+		if ((rc = store_step_done(s, st)))
+			return rc;
+	}
+
+	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
+			   "VALUES (?, ?, 'create', 1, ?)");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	store_bind_text(st, 2, req->team);
+	sqlite3_bind_int64(st, 3, now_ms);
+	if ((rc = store_step_done(s, st)))
+		return rc;
+
+	json_t *detail = json_pack("{s:I, s:I, s:s*}", "reserved_gpu_memory_mib",
+				   (json_int_t)res->req_mem, "reserved_gpu_core_percent",
+				   (json_int_t)res->req_core, "idempotency_key", key);
+	rc = store_event_add(s, id, now_ms, "submitted", NULL, "queued", detail);
+	json_decref(detail);
+	return rc;
+}
+
+int store_task_submit(struct store *s, const struct task_req *req, const char *key,
+		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+		      struct submit_result *res)
+{
+	memset(res, 0, sizeof *res);
+	res->req_mem = req->gpu_memory_mib * req->gpu_count;
+	res->req_core = req->gpu_core_percent * req->gpu_count;
+	int rc = store_begin(s);
+	if (rc)
+		return rc;
+	if (key) {
+		char fp[128], task[32];
+		rc = idem_lookup(s, req->team, key, now_ms, fp, sizeof fp, task, sizeof task);
+		if (rc < 0)
+			goto out;
+		if (rc == 1) {
+			snprintf(res->task_id, sizeof res->task_id, "%s", task);
+			if (strcmp(fp, fingerprint) != 0) {
+				rc = GWB_ECONFLICT;
+				goto out;
+			}
+			res->replayed = 1;
+			rc = 0;
+			goto out; /* nothing written: the read-only transaction is rolled back */
+		}
+	}
+	if ((rc = team_totals(s, req->team, res)))
+		goto out;
+	if (res->reserved_mem + res->req_mem > res->quota_mem ||
+	    res->reserved_core + res->req_core > res->quota_core) {
+		rc = GWB_EQUOTA;
+		goto out;
+	}
+	if ((rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res)))
+		goto out;
+	return store_commit(s);
+out:
+	store_rollback(s);
+	return rc;
+}
+
+static json_t *time_or_null(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	char buf[40];
+	return json_string(clock_fmt_rfc3339_ms(sqlite3_column_int64(st, col), buf, sizeof buf));
+}
+
+static json_t *text_or_null(sqlite3_stmt *st, int col)
+{
+	const char *t = store_col_text(st, col);
+	return t ? json_string(t) : json_null();
+}
+
+static json_t *int_or_null(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_integer(sqlite3_column_int64(st, col));
+}
+
+/* Columns of TASK_SELECT, in order; task_row_json reads them by these indexes. */
+#define TASK_SELECT                                                                            \
+	"SELECT t.id, t.team, t.name, t.state, t.gpu_memory_mib, t.gpu_core_percent, "        \
+	"t.gpu_count, t.duration_seconds, t.qos, t.experiment, t.idempotency_key, t.job_name, " \
+	"t.job_uid, t.job_suspended, t.pod_name, t.pod_uid, t.pod_node, t.pod_phase, "         \
+	"t.exit_code, t.reason, t.allocation, t.pending_message, t.pending_diagnosis, "       \
+	"t.cancel_requested_at, t.created_at, t.updated_at, r.gpu_memory_mib, "               \
+	"r.gpu_core_percent, r.released, r.released_at, r.release_reason, t.seq "            \
+	"FROM tasks t JOIN reservations r ON r.task_id = t.id "
+
+static json_t *allocation_json(const char *raw)
+{
+	if (!raw)
+		return json_null();
+	struct devalloc a;
+	char err[160];
+	json_t *o = json_object();
+	json_object_set_new(o, "annotation", json_string(raw));
+	if (devalloc_parse(raw, strlen(raw), &a, err, sizeof err) == 0) {
+		json_t *parsed = devalloc_to_json(&a);
+		json_object_set(o, "cards", json_object_get(parsed, "cards"));
+		json_decref(parsed);
+	} else {
+		json_object_set_new(o, "parse_error", json_string(err));
+	}
+	return o;
+}
+
+static json_t *pending_json(sqlite3_stmt *st)
+{
+	const char *msg = store_col_text(st, 21), *diag = store_col_text(st, 22);
+	if (!msg && !diag)
+		return json_null();
+	json_t *o = json_object();
+	jx_set_str_or_null(o, "scheduler_message", msg);
+	json_t *d = diag ? json_loads(diag, 0, NULL) : NULL;
+	json_object_set_new(o, "diagnosis", d ? d : json_null());
+	return o;
+}
+
+static json_t *task_row_json(sqlite3_stmt *st)
+{
+	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "gpu_memory_mib",
+				(json_int_t)sqlite3_column_int64(st, 4), "gpu_core_percent",
+				(json_int_t)sqlite3_column_int64(st, 5), "gpu_count",
+				(json_int_t)sqlite3_column_int64(st, 6), "duration_seconds",
+				(json_int_t)sqlite3_column_int64(st, 7), "qos", text_or_null(st, 8),
+				"experiment", text_or_null(st, 9));
+	json_t *resv = json_pack("{s:I, s:I, s:b, s:o, s:o}", "gpu_memory_mib",
+				 (json_int_t)sqlite3_column_int64(st, 26), "gpu_core_percent",
+				 (json_int_t)sqlite3_column_int64(st, 27), "released",
+				 sqlite3_column_int(st, 28), "released_at", time_or_null(st, 29),
+				 "release_reason", text_or_null(st, 30));
+	json_t *job = json_pack("{s:o, s:o, s:b}", "name", text_or_null(st, 11), "uid",
+				text_or_null(st, 12), "suspended", sqlite3_column_int(st, 13));
+	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "name", text_or_null(st, 14),
+				"uid", text_or_null(st, 15), "node", text_or_null(st, 16), "phase",
+				text_or_null(st, 17), "exit_code", int_or_null(st, 18), "reason",
+				text_or_null(st, 19));
+	/* No collector is configured: usage is a measurement, and nothing measures it. */
+	json_t *usage = json_pack("{s:s, s:s}", "status", "unknown", "reason",
+				  "no usage collector is configured; quota and allocation are "
+				  "budgets, not measurements");
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+			 "id", text_or_null(st, 0), "team", text_or_null(st, 1), "name",
+			 text_or_null(st, 2), "state", text_or_null(st, 3), "request", req,
+			 "idempotency_key", text_or_null(st, 10), "reservation", resv, "job", job,
+			 "pod", pod, "allocation", allocation_json(store_col_text(st, 20)),
+			 "pending", pending_json(st), "usage", usage, "created_at",
+			 time_or_null(st, 24), "updated_at", time_or_null(st, 25));
+}
+
+json_t *store_task_json(struct store *s, const char *id)
+{
+	sqlite3_stmt *st = store_stmt(s, TASK_SELECT "WHERE t.id = ?");
+	if (!st)
+		return NULL;
+	store_bind_text(st, 1, id);
+	json_t *out = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		out = task_row_json(st);
+		json_object_set_new(out, "cancel_requested_at", time_or_null(st, 23));
+	}
+	sqlite3_reset(st);
+	return out;
+}
+
+int store_task_team(struct store *s, const char *id, char *team, size_t len)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT team FROM tasks WHERE id = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		snprintf(team, len, "%s", store_col_text(st, 0));
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+}
+
+int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
+		    int limit, json_t **out, int64_t *next)
+{
+	/* Two shapes so the (team, seq) index serves the common per-team listing. */
+	sqlite3_stmt *st =
+		team ? store_stmt(s, TASK_SELECT "WHERE t.team = ?1 AND (?2 IS NULL OR t.state = "
+						 "?2) AND (?3 = 0 OR t.seq < ?3) ORDER BY t.seq "
+						 "DESC LIMIT ?4")
+		     : store_stmt(s, TASK_SELECT "WHERE (?2 IS NULL OR t.state = ?2) AND (?3 = 0 OR "
+						 "t.seq < ?3) ORDER BY t.seq DESC LIMIT ?4");
+	if (!st)
+		return GWB_EDB;
+	if (team)
+		store_bind_text(st, 1, team);
+	store_bind_text(st, 2, state);
+	sqlite3_bind_int64(st, 3, cursor);
+	sqlite3_bind_int(st, 4, limit + 1); /* one more tells whether a next page exists */
+	json_t *arr = json_array();
+	int n = 0, rc;
+	int64_t last = 0;
+	*next = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == limit) {
+			*next = last;
+			break;
+		}
+		json_array_append_new(arr, task_row_json(st));
+		last = sqlite3_column_int64(st, 31);
+		n++;
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		json_decref(arr);
+		return GWB_EDB;
+	}
+	*out = arr;
+	return 0;
+}
+
+int store_task_events(struct store *s, const char *id, json_t **out)
+{
+	char team[64];
+	int rc = store_task_team(s, id, team, sizeof team);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = store_stmt(s, "SELECT id, ts, type, from_state, to_state, detail FROM "
+					 "task_events WHERE task_id = ? ORDER BY id");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	json_t *arr = json_array();
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *d = store_col_text(st, 5);
+		json_t *detail = d ? json_loads(d, 0, NULL) : NULL;
+		json_array_append_new(
+			arr, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "seq",
+				       (json_int_t)sqlite3_column_int64(st, 0), "ts",
+				       time_or_null(st, 1), "type", text_or_null(st, 2), "from",
+				       text_or_null(st, 3), "to", text_or_null(st, 4), "detail",
+				       detail ? detail : json_null()));
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		json_decref(arr);
+		return GWB_EDB;
+	}
+	*out = arr;
+	return 0;
+}
+
+int store_idem_purge(struct store *s, int64_t now_ms, int *purged)
+{
+	sqlite3_stmt *st = store_stmt(s, "DELETE FROM idempotency_keys WHERE expires_at <= ?");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, now_ms);
+	int rc = store_step_done(s, st);
+	*purged = rc ? 0 : sqlite3_changes(s->db);
+	return rc;
+}

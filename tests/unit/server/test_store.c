@@ -1,0 +1,221 @@
+/* The store against a real SQLite file: the cross-process quota race, idempotency, migrations,
+ * key expiry and listing. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "server/store.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/t.h"
+
+static struct store *open_store(const char *path)
+{
+	struct store *s = NULL;
+	char err[256];
+	int rc = store_open(&s, path, 10000, err, sizeof err);
+	CHECKF(rc == 0, "store_open: %s", err);
+	return s;
+}
+
+static void close_store(void *arg)
+{
+	store_close(arg);
+}
+
+static struct task_req req_of(const char *team, int64_t mem, int64_t core)
+{
+	struct task_req q = { team, "t", mem, core, 1, 60, "LS", "normal" };
+	return q;
+}
+
+static json_t *team_field(struct store *s, const char *team, const char *obj, const char *key)
+{
+	json_t *t = store_team_json(s, team);
+	CHECK(t != NULL);
+	json_t *v = json_incref(json_object_get(json_object_get(t, obj), key));
+	json_decref(t);
+	return v;
+}
+
+static int64_t team_int(struct store *s, const char *team, const char *obj, const char *key)
+{
+	json_t *v = team_field(s, team, obj, key);
+	int64_t x = json_integer_value(v);
+	json_decref(v);
+	return x;
+}
+
+TEST_T(store_race_30_processes_quota_for_exactly_two, 120)
+{
+	const char *db = h_path("race.db");
+	struct store *s = open_store(db);
+	int created;
+	CHECK_INT(store_team_put(s, "alpha", 2048, 50, NULL, clock_now_ms(), &created), 0);
+	store_close(s);
+
+	enum { N = 30 };
+	int gate[2];
+	CHECK(pipe(gate) == 0);
+	pid_t pids[N];
+	for (int i = 0; i < N; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			close(gate[1]);
+			char b;
+			/* Every submitter opens its own connection, then waits at the gate. */
+			struct store *cs = NULL;
+			char err[256];
+			if (store_open(&cs, db, 30000, err, sizeof err))
+				_exit(10);
+			if (read(gate[0], &b, 1) < 0)
+				_exit(11);
+			struct task_req q = req_of("alpha", 1024, 25);
+			struct submit_result res;
+			char key[32];
+			snprintf(key, sizeof key, "key-%d", i);
+			int rc = store_task_submit(cs, &q, key, "fp", clock_now_ms(), 86400000, &res);
+			store_close(cs);
+			_exit(rc == 0 ? 0 : rc == GWB_EQUOTA ? 3 : 12);
+		}
+	}
+	close(gate[0]);
+	close(gate[1]); /* opens the gate for all at once */
+	int accepted = 0, refused = 0, other = 0;
+	for (int i = 0; i < N; i++) {
+		int st;
+		waitpid(pids[i], &st, 0);
+		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+		if (code == 0)
+			accepted++;
+		else if (code == 3)
+			refused++;
+		else
+			other++;
+	}
+	CHECK_INT(other, 0);
+	CHECK_INT(accepted, 2);
+	CHECK_INT(refused, 28);
+	s = open_store(db);
+	t_defer(close_store, s);
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 2048);
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_core_percent"), 50);
+	json_t *tasks;
+	int64_t next;
+	CHECK_INT(store_task_list(s, "alpha", NULL, 0, 100, &tasks, &next), 0);
+	CHECK_INT(json_array_size(tasks), 2);
+	json_decref(tasks);
+	CHECK_INT(store_check(s), 0);
+}
+
+TEST(store_idempotency_replay_conflict_and_scope)
+{
+	struct store *s = open_store(h_path("idem.db"));
+	t_defer(close_store, s);
+	int created;
+	int64_t now = clock_now_ms();
+	CHECK_INT(store_team_put(s, "alpha", 10240, 400, NULL, now, &created), 0);
+	CHECK_INT(created, 1);
+	CHECK_INT(store_team_put(s, "beta", 10240, 400, NULL, now, &created), 0);
+	struct task_req q = req_of("alpha", 1024, 25);
+	struct submit_result a, b;
+	CHECK_INT(store_task_submit(s, &q, "k", "fp1", now, 1000, &a), 0);
+	CHECK_INT(a.replayed, 0);
+	CHECK_INT(store_task_submit(s, &q, "k", "fp1", now, 1000, &b), 0);
+	CHECK_INT(b.replayed, 1);
+	CHECK_STR(b.task_id, a.task_id);
+	CHECK_INT(store_task_submit(s, &q, "k", "fp2", now, 1000, &b), GWB_ECONFLICT);
+	CHECK_STR(b.task_id, a.task_id);
+	struct task_req qb = req_of("beta", 1024, 25);
+	CHECK_INT(store_task_submit(s, &qb, "k", "fp1", now, 1000, &b), 0);
+	CHECK_INT(b.replayed, 0);
+	CHECK(strcmp(b.task_id, a.task_id) != 0);
+	/* A replay reserves nothing more. */
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 1024);
+	/* Past its time-to-live the key is free again: a new task. */
+	CHECK_INT(store_task_submit(s, &q, "k", "fp2", now + 2000, 1000, &b), 0);
+	CHECK_INT(b.replayed, 0);
+	int purged = -1;
+	CHECK_INT(store_idem_purge(s, now + 1500, &purged), 0);
+	CHECK_INT(purged, 1); /* beta's key; alpha's was replaced at now + 2000 */
+}
+
+TEST(store_quota_both_dimensions_and_lowering)
+{
+	struct store *s = open_store(h_path("quota.db"));
+	t_defer(close_store, s);
+	int created;
+	int64_t now = clock_now_ms();
+	CHECK_INT(store_team_put(s, "alpha", 10240, 50, NULL, now, &created), 0);
+	struct task_req q = req_of("alpha", 1024, 30);
+	struct submit_result r;
+	CHECK_INT(store_task_submit(s, &q, NULL, "x", now, 1000, &r), 0);
+	/* Memory fits, core does not: refused, with the numbers. */
+	CHECK_INT(store_task_submit(s, &q, NULL, "x", now, 1000, &r), GWB_EQUOTA);
+	CHECK_INT(r.req_core, 30);
+	CHECK_INT(r.reserved_core, 30);
+	CHECK_INT(r.quota_core, 50);
+	/* gpu_count multiplies both dimensions. */
+	struct task_req q2 = req_of("alpha", 4096, 10);
+	q2.gpu_count = 2;
+	CHECK_INT(store_task_submit(s, &q2, NULL, "x", now, 1000, &r), 0);
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 1024 + 8192);
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_core_percent"), 50);
+	/* A quota lowered below the reservation is allowed and blocks new work. */
+	CHECK_INT(store_team_put(s, "alpha", 1024, 10, NULL, now, &created), 0);
+	CHECK_INT(created, 0);
+	CHECK_INT(team_int(s, "alpha", "available", "gpu_memory_mib"), 0);
+	struct task_req tiny = req_of("alpha", 1, 1);
+	CHECK_INT(store_task_submit(s, &tiny, NULL, "x", now, 1000, &r), GWB_EQUOTA);
+	struct task_req nobody = req_of("nobody", 1, 1);
+	CHECK_INT(store_task_submit(s, &nobody, NULL, "x", now, 1000, &r), GWB_ENOTFOUND);
+}
+
+TEST(store_migrations_are_numbered_and_reopen_cleanly)
+{
+	const char *db = h_path("mig.db");
+	struct store *s = open_store(db);
+	CHECK_INT(store_schema_version(s), 1);
+	store_close(s);
+	s = open_store(db);
+	CHECK_INT(store_schema_version(s), 1);
+	store_close(s);
+}
+
+TEST(store_task_ids_are_dns_safe)
+{
+	for (int i = 0; i < 200; i++) {
+		char id[16];
+		store_new_task_id(id);
+		CHECK_INT(strlen(id), 14);
+		CHECK(id[0] == 't' && id[1] == '-');
+		for (int k = 2; k < 14; k++)
+			CHECKF((id[k] >= 'a' && id[k] <= 'z') || (id[k] >= '2' && id[k] <= '7'),
+			       "bad id %s", id);
+	}
+}
+
+TEST(store_token_lookup_and_uniqueness)
+{
+	struct store *s = open_store(h_path("tok.db"));
+	t_defer(close_store, s);
+	unsigned char h1[32], h2[32];
+	memset(h1, 1, 32);
+	memset(h2, 2, 32);
+	int created;
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h1, 1, &created), 0);
+	CHECK_INT(store_team_put(s, "beta", 1, 1, h1, 1, &created), GWB_EEXISTS);
+	CHECK_INT(store_team_put(s, "beta", 1, 1, h2, 1, &created), 0);
+	char team[64];
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+	CHECK_STR(team, "alpha");
+	unsigned char h3[32];
+	memset(h3, 3, 32);
+	CHECK_INT(store_team_by_token(s, h3, team, sizeof team), GWB_ENOTFOUND);
+	/* A quota change without a token keeps the old token. */
+	CHECK_INT(store_team_put(s, "alpha", 5, 5, NULL, 2, &created), 0);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+}
