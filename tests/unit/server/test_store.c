@@ -8,9 +8,15 @@
 
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/log.h"
 #include "server/store.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
+
+__attribute__((constructor)) static void quiet(void)
+{
+	log_level_min = LOG_WARN; /* migrations log at info on every fresh file */
+}
 
 static struct store *open_store(const char *path)
 {
