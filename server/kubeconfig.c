@@ -1,0 +1,330 @@
+/* kubeconfig and in-cluster credentials: YAML is loaded with libyaml into a jansson tree,
+ * then the current context's cluster and user are read from it. */
+#include "server/kubeconfig.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "lib/alloc.h"
+#include "lib/err.h"
+
+/* A kubeconfig is small; anything bigger than this is not one. */
+#define KUBECONFIG_MAX_BYTES (4 << 20)
+#define YAML_MAX_DEPTH 32
+
+static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
+{
+	if (!n || depth > YAML_MAX_DEPTH)
+		return json_null();
+	switch (n->type) {
+	case YAML_SCALAR_NODE:
+		return json_stringn((const char *)n->data.scalar.value, n->data.scalar.length);
+	case YAML_SEQUENCE_NODE: {
+		json_t *a = json_array();
+		for (yaml_node_item_t *i = n->data.sequence.items.start;
+		     i < n->data.sequence.items.top; i++)
+			json_array_append_new(
+				a, yaml_node_json(doc, yaml_document_get_node(doc, *i), depth + 1));
+		return a;
+	}
+	case YAML_MAPPING_NODE: {
+		json_t *o = json_object();
+		for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+		     p < n->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(doc, p->key);
+			if (!k || k->type != YAML_SCALAR_NODE)
+				continue;
+			json_object_set_new(
+				o, (const char *)k->data.scalar.value,
+				yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1));
+		}
+		return o;
+	}
+	default:
+		return json_null();
+	}
+}
+
+/* Reads a whole small file into a gwb_malloc'd NUL-terminated buffer. */
+static char *read_small_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	size_t cap = 4096, n = 0;
+	char *buf = gwb_malloc(cap);
+	for (;;) {
+		if (n + 1 == cap) {
+			if (cap >= KUBECONFIG_MAX_BYTES) {
+				snprintf(err, errlen, "%s: larger than %d bytes", path,
+					 KUBECONFIG_MAX_BYTES);
+				gwb_free(buf);
+				fclose(f);
+				return NULL;
+			}
+			cap *= 2;
+			buf = gwb_realloc(buf, cap);
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		if (got == 0)
+			break;
+		n += got;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}
+
+static json_t *yaml_file_json(const char *path, char *err, size_t errlen)
+{
+	size_t len;
+	char *text = read_small_file(path, &len, err, errlen);
+	if (!text)
+		return NULL;
+	yaml_parser_t p;
+	yaml_document_t doc;
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+	json_t *out = NULL;
+	if (!yaml_parser_load(&p, &doc)) {
+		snprintf(err, errlen, "%s:%zu: %s", path, p.problem_mark.line + 1,
+			 p.problem ? p.problem : "invalid YAML");
+	} else {
+		out = yaml_node_json(&doc, yaml_document_get_root_node(&doc), 0);
+		yaml_document_delete(&doc);
+	}
+	yaml_parser_delete(&p);
+	gwb_free(text);
+	return out;
+}
+
+/* Decodes base64 into a gwb_malloc'd NUL-terminated string, or NULL when malformed. */
+static char *b64_decode(const char *in)
+{
+	size_t n = strlen(in);
+	char *clean = gwb_malloc(n + 1);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (in[i] != '\n' && in[i] != '\r' && in[i] != ' ')
+			clean[m++] = in[i];
+	clean[m] = '\0';
+	if (m % 4) {
+		gwb_free(clean);
+		return NULL;
+	}
+	unsigned char *out = gwb_malloc(m / 4 * 3 + 1);
+	int got = EVP_DecodeBlock(out, (const unsigned char *)clean, (int)m);
+	if (got < 0) {
+		gwb_free(clean);
+		gwb_free(out);
+		return NULL;
+	}
+	/* EVP_DecodeBlock counts the padding as zero bytes. */
+	if (m >= 1 && clean[m - 1] == '=')
+		got--;
+	if (m >= 2 && clean[m - 2] == '=')
+		got--;
+	out[got] = '\0';
+	gwb_free(clean);
+	return (char *)out;
+}
+
+static json_t *find_named(json_t *list, const char *name, const char *inner)
+{
+	size_t i;
+	json_t *it;
+	json_array_foreach(list, i, it) {
+		json_t *n = json_object_get(it, "name");
+		if (json_is_string(n) && strcmp(json_string_value(n), name) == 0)
+			return json_object_get(it, inner);
+	}
+	return NULL;
+}
+
+static const char *sget(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int load_cluster(json_t *cluster, struct kube_auth *a, char *err, size_t errlen)
+{
+	const char *server = sget(cluster, "server");
+	if (!server || (strncmp(server, "http://", 7) && strncmp(server, "https://", 8))) {
+		snprintf(err, errlen, "cluster has no http(s) server URL");
+		return GWB_EINVAL;
+	}
+	snprintf(a->server, sizeof a->server, "%s", server);
+	size_t n = strlen(a->server);
+	while (n > 0 && a->server[n - 1] == '/')
+		a->server[--n] = '\0';
+	const char *v;
+	if ((v = sget(cluster, "certificate-authority-data")) && !(a->ca_pem = b64_decode(v))) {
+		snprintf(err, errlen, "certificate-authority-data is not base64");
+		return GWB_EINVAL;
+	}
+	if ((v = sget(cluster, "certificate-authority")))
+		snprintf(a->ca_file, sizeof a->ca_file, "%s", v);
+	if ((v = sget(cluster, "tls-server-name")))
+		snprintf(a->tls_server_name, sizeof a->tls_server_name, "%s", v);
+	v = sget(cluster, "insecure-skip-tls-verify");
+	a->insecure = v && strcmp(v, "true") == 0;
+	return 0;
+}
+
+static int load_user(json_t *user, struct kube_auth *a, char *err, size_t errlen)
+{
+	if (!user)
+		return 0;
+	if (json_object_get(user, "exec") || json_object_get(user, "auth-provider")) {
+		snprintf(err, errlen, "exec and auth-provider credentials are not supported; use a "
+				      "token or a client certificate");
+		return GWB_EINVAL;
+	}
+	const char *v;
+	if ((v = sget(user, "token")))
+		a->token = gwb_strdup(v);
+	if ((v = sget(user, "tokenFile"))) {
+		snprintf(a->token_file, sizeof a->token_file, "%s", v);
+		if (kube_auth_reload_token(a)) {
+			snprintf(err, errlen, "tokenFile %s cannot be read", v);
+			return GWB_EIO;
+		}
+	}
+	if ((v = sget(user, "client-certificate-data")) && !(a->cert_pem = b64_decode(v))) {
+		snprintf(err, errlen, "client-certificate-data is not base64");
+		return GWB_EINVAL;
+	}
+	if ((v = sget(user, "client-key-data")) && !(a->key_pem = b64_decode(v))) {
+		snprintf(err, errlen, "client-key-data is not base64");
+		return GWB_EINVAL;
+	}
+	if ((v = sget(user, "client-certificate")))
+		snprintf(a->cert_file, sizeof a->cert_file, "%s", v);
+	if ((v = sget(user, "client-key")))
+		snprintf(a->key_file, sizeof a->key_file, "%s", v);
+	return 0;
+}
+
+static int load_one(const char *path, struct kube_auth *a, char *err, size_t errlen)
+{
+	char why[400] = "";
+	json_t *cfg = yaml_file_json(path, why, sizeof why);
+	if (!cfg) {
+		snprintf(err, errlen, "%s", why);
+		return GWB_EINVAL;
+	}
+	int rc = GWB_EINVAL;
+	const char *cur = sget(cfg, "current-context");
+	json_t *ctx = cur ? find_named(json_object_get(cfg, "contexts"), cur, "context") : NULL;
+	const char *cname = sget(ctx, "cluster"), *uname = sget(ctx, "user");
+	json_t *cluster = cname ? find_named(json_object_get(cfg, "clusters"), cname, "cluster")
+				: NULL;
+	json_t *user = uname ? find_named(json_object_get(cfg, "users"), uname, "user") : NULL;
+	if (!cur)
+		snprintf(why, sizeof why, "no current-context");
+	else if (!ctx)
+		snprintf(why, sizeof why, "context '%s' not found", cur);
+	else if (!cluster)
+		snprintf(why, sizeof why, "cluster '%s' not found", cname ? cname : "");
+	else if ((rc = load_cluster(cluster, a, why, sizeof why)) == 0 &&
+		 (rc = load_user(user, a, why, sizeof why)) == 0) {
+		const char *ns = sget(ctx, "namespace");
+		if (ns)
+			snprintf(a->namespace_, sizeof a->namespace_, "%s", ns);
+		snprintf(a->source, sizeof a->source, "kubeconfig %s (context %s)", path, cur);
+	}
+	if (rc || !cur || !ctx || !cluster) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		rc = rc ? rc : GWB_EINVAL;
+	}
+	json_decref(cfg);
+	return rc;
+}
+
+int kubeconfig_load(const char *path, struct kube_auth *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	char list[2048];
+	snprintf(list, sizeof list, "%s", path);
+	for (char *p = list, *next; p; p = next) {
+		next = strchr(p, ':');
+		if (next)
+			*next++ = '\0';
+		if (!*p)
+			continue;
+		FILE *f = fopen(p, "r");
+		if (!f)
+			continue;
+		fclose(f);
+		int rc = load_one(p, out, err, errlen);
+		if (rc)
+			kube_auth_free(out);
+		return rc;
+	}
+	snprintf(err, errlen, "%s: no such kubeconfig file", path);
+	return GWB_EIO;
+}
+
+int kubeconfig_in_cluster(const char *root, struct kube_auth *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	const char *host = getenv("KUBERNETES_SERVICE_HOST");
+	const char *port = getenv("KUBERNETES_SERVICE_PORT");
+	if (!host || !port || !host[0] || !port[0]) {
+		snprintf(err, errlen, "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset)");
+		return GWB_ENOTFOUND;
+	}
+	snprintf(out->server, sizeof out->server, strchr(host, ':') ? "https://[%s]:%s"
+								    : "https://%s:%s",
+		 host, port);
+	snprintf(out->token_file, sizeof out->token_file, "%s/token", root);
+	snprintf(out->ca_file, sizeof out->ca_file, "%s/ca.crt", root);
+	if (kube_auth_reload_token(out)) {
+		snprintf(err, errlen, "%s cannot be read", out->token_file);
+		kube_auth_free(out);
+		return GWB_EIO;
+	}
+	char nsfile[600], why[300];
+	snprintf(nsfile, sizeof nsfile, "%s/namespace", root);
+	char *ns = read_small_file(nsfile, NULL, why, sizeof why);
+	if (ns) {
+		ns[strcspn(ns, "\r\n")] = '\0';
+		snprintf(out->namespace_, sizeof out->namespace_, "%s", ns);
+		gwb_free(ns);
+	}
+	snprintf(out->source, sizeof out->source, "in-cluster service account (%s)", root);
+	return 0;
+}
+
+int kube_auth_reload_token(struct kube_auth *a)
+{
+	if (!a->token_file[0])
+		return 0;
+	char why[300];
+	char *t = read_small_file(a->token_file, NULL, why, sizeof why);
+	if (!t)
+		return GWB_EIO;
+	t[strcspn(t, "\r\n")] = '\0';
+	gwb_free(a->token);
+	a->token = t;
+	return 0;
+}
+
+void kube_auth_free(struct kube_auth *a)
+{
+	gwb_free(a->ca_pem);
+	gwb_free(a->token);
+	gwb_free(a->cert_pem);
+	gwb_free(a->key_pem);
+	a->ca_pem = a->token = a->cert_pem = a->key_pem = NULL;
+}
