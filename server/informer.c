@@ -1,0 +1,243 @@
+/* Informer: list, watch, re-watch, relist, back off; one explicit state machine. */
+#include "server/informer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+
+#define BACKOFF_MIN_MS 200
+#define BACKOFF_MAX_MS 5000
+#define LIST_TIMEOUT_MS 30000
+/* One watch line holds one object; Kubernetes objects stay well below this. */
+#define WATCH_MAX_LINE (8u << 20)
+
+struct informer {
+	struct kube *k;
+	struct event_base *base;
+	char name[32];
+	char path[512];
+	char selector[256]; /* escaped for a query */
+	int watch_timeout_s, idle_s;
+	const struct informer_ops *ops;
+	void *arg;
+	enum informer_state state;
+	int fresh;
+	char rv[64];
+	long req;              /* the list request or watch in flight, 0 when none */
+	int backoff_ms;
+	int relists;
+	char last_error[160];
+	struct event *timer;
+};
+
+static const char *const state_names[] = { "idle", "listing", "watching", "backoff" };
+
+const char *informer_state_name(const struct informer *inf)
+{
+	return state_names[inf->state];
+}
+
+enum informer_state informer_state(const struct informer *inf)
+{
+	return inf->state;
+}
+
+int informer_fresh(const struct informer *inf)
+{
+	return inf->fresh;
+}
+
+const char *informer_rv(const struct informer *inf)
+{
+	return inf->rv;
+}
+
+static void set_fresh(struct informer *inf, int fresh)
+{
+	if (inf->fresh == fresh)
+		return;
+	inf->fresh = fresh;
+	log_info("informer", fresh ? "fresh" : "stale", "name=%s rv=%s", inf->name, log_q(inf->rv));
+	if (inf->ops->fresh_changed)
+		inf->ops->fresh_changed(inf->arg, fresh);
+}
+
+static void start_list(struct informer *inf);
+static void start_watch(struct informer *inf);
+
+static void backoff(struct informer *inf, const char *why)
+{
+	snprintf(inf->last_error, sizeof inf->last_error, "%s", why);
+	set_fresh(inf, 0);
+	inf->state = INF_BACKOFF;
+	inf->req = 0;
+	inf->backoff_ms = inf->backoff_ms ? inf->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (inf->backoff_ms > BACKOFF_MAX_MS)
+		inf->backoff_ms = BACKOFF_MAX_MS;
+	log_warn("informer", "backoff", "name=%s wait_ms=%d reason=%s", inf->name, inf->backoff_ms,
+		 log_q(why));
+	struct timeval tv = { inf->backoff_ms / 1000, (inf->backoff_ms % 1000) * 1000 };
+	evtimer_add(inf->timer, &tv);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct informer *inf = arg;
+	/* After a failure, resume the watch when there is a version to resume from; a 410
+	 * then sends us to a relist. */
+	if (inf->rv[0])
+		start_watch(inf);
+	else
+		start_list(inf);
+}
+
+static void set_rv(struct informer *inf, json_t *obj)
+{
+	json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+	if (json_is_string(rv))
+		snprintf(inf->rv, sizeof inf->rv, "%s", json_string_value(rv));
+}
+
+static void on_list(void *arg, const struct kube_result *res)
+{
+	struct informer *inf = arg;
+	inf->req = 0;
+	if (res->outcome != KUBE_OK || !json_is_array(json_object_get(res->body, "items"))) {
+		char why[160];
+		snprintf(why, sizeof why, "list failed: status %ld %s", res->status,
+			 res->reason ? res->reason : "");
+		inf->rv[0] = '\0'; /* a failed list leaves nothing to resume from */
+		return backoff(inf, why);
+	}
+	inf->relists++;
+	inf->ops->list_begin(inf->arg);
+	size_t i;
+	json_t *it;
+	json_array_foreach(json_object_get(res->body, "items"), i, it)
+		inf->ops->upsert(inf->arg, it);
+	inf->ops->list_end(inf->arg);
+	set_rv(inf, res->body);
+	inf->backoff_ms = 0;
+	start_watch(inf);
+	set_fresh(inf, 1);
+}
+
+static void start_list(struct informer *inf)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s%s%s", inf->path, inf->selector[0] ? "?labelSelector=" : "",
+		 inf->selector);
+	inf->state = INF_LISTING;
+	inf->req = kube_request(inf->k, "GET", path, NULL, NULL, LIST_TIMEOUT_MS, on_list, inf);
+	if (inf->req < 0)
+		backoff(inf, "cannot start the list request");
+}
+
+static void on_event(void *arg, const char *type, json_t *obj)
+{
+	struct informer *inf = arg;
+	if (strcmp(type, "ERROR") == 0) {
+		json_t *code = json_object_get(obj, "code");
+		if (json_integer_value(code) == 410) {
+			log_info("informer", "gone", "name=%s rv=%s", inf->name, log_q(inf->rv));
+			kube_cancel(inf->k, inf->req);
+			inf->req = 0;
+			inf->rv[0] = '\0';
+			set_fresh(inf, 0);
+			start_list(inf);
+			return;
+		}
+		kube_cancel(inf->k, inf->req);
+		return backoff(inf, "watch ERROR event");
+	}
+	set_rv(inf, obj);
+	if (strcmp(type, "BOOKMARK") == 0)
+		return;
+	if (strcmp(type, "DELETED") == 0)
+		inf->ops->remove(inf->arg, obj);
+	else if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0)
+		inf->ops->upsert(inf->arg, obj);
+}
+
+static void on_watch_end(void *arg, const struct kube_result *res)
+{
+	struct informer *inf = arg;
+	inf->req = 0;
+	if (res->status == 410) {
+		inf->rv[0] = '\0';
+		set_fresh(inf, 0);
+		return start_list(inf);
+	}
+	if (res->outcome == KUBE_OK) {
+		/* The server closed the stream at timeoutSeconds: resume where we are. Nothing
+		 * was missed, so the picture stays fresh across the reconnect. */
+		return start_watch(inf);
+	}
+	char why[160];
+	snprintf(why, sizeof why, "watch ended: status %ld %s", res->status,
+		 res->reason ? res->reason : "");
+	backoff(inf, why);
+}
+
+static void start_watch(struct informer *inf)
+{
+	char path[1400];
+	snprintf(path, sizeof path,
+		 "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d%s%s",
+		 inf->path, inf->rv, inf->watch_timeout_s, inf->selector[0] ? "&labelSelector=" : "",
+		 inf->selector);
+	inf->state = INF_WATCHING;
+	inf->req = kube_watch(inf->k, path, WATCH_MAX_LINE, inf->idle_s, on_event, on_watch_end,
+			      inf);
+	if (inf->req < 0)
+		backoff(inf, "cannot start the watch");
+}
+
+struct informer *informer_new(struct kube *k, struct event_base *base, const char *name,
+			      const char *path, const char *label_selector, int watch_timeout_s,
+			      int idle_s, const struct informer_ops *ops, void *arg)
+{
+	struct informer *inf = gwb_calloc(1, sizeof *inf);
+	inf->k = k;
+	inf->base = base;
+	snprintf(inf->name, sizeof inf->name, "%s", name);
+	snprintf(inf->path, sizeof inf->path, "%s", path);
+	if (label_selector)
+		kube_query_escape(label_selector, inf->selector, sizeof inf->selector);
+	inf->watch_timeout_s = watch_timeout_s;
+	inf->idle_s = idle_s;
+	inf->ops = ops;
+	inf->arg = arg;
+	inf->timer = evtimer_new(base, on_timer, inf);
+	return inf;
+}
+
+void informer_start(struct informer *inf)
+{
+	start_list(inf);
+}
+
+void informer_free(struct informer *inf)
+{
+	if (!inf)
+		return;
+	if (inf->req > 0)
+		kube_cancel(inf->k, inf->req);
+	event_free(inf->timer);
+	gwb_free(inf);
+}
+
+void informer_describe(const struct informer *inf, json_t *o)
+{
+	json_object_set_new(o, "state", json_string(informer_state_name(inf)));
+	json_object_set_new(o, "fresh", json_boolean(inf->fresh));
+	json_object_set_new(o, "resource_version", json_string(inf->rv));
+	json_object_set_new(o, "lists", json_integer(inf->relists));
+	json_object_set_new(o, "last_error",
+			    inf->last_error[0] ? json_string(inf->last_error) : json_null());
+}
