@@ -8,7 +8,7 @@
 
 #include "server/store.h"
 
-#define STORE_STMT_CACHE 64
+#define STORE_STMT_CACHE 128
 
 struct store {
 	sqlite3 *db;
