@@ -17,6 +17,12 @@ struct gwb_config {
 	char kube_server[CONFIG_STR_MAX];   /* API server URL; "" = kubeconfig or in-cluster */
 	char kubeconfig[CONFIG_STR_MAX];    /* kubeconfig path; "" = $KUBECONFIG or ~/.kube/config */
 	char kube_namespace[64];            /* namespace of the task Jobs */
+	char kube_worker_image[256];        /* container image of the worker in each Job */
+	char kube_isolation[64];            /* gpu-isolation-provider label value; "" = none */
+	int64_t kube_request_timeout_ms;    /* one API request's time-out */
+	int64_t kube_watch_timeout_seconds; /* server-side timeoutSeconds of one watch */
+	int64_t kube_watch_idle_seconds;    /* a watch silent this long is broken */
+	int64_t reconcile_resync_ms;        /* period of the full pass over active tasks */
 	char admin_token[CONFIG_STR_MAX];   /* administrator bearer token; "" = no admin */
 	char mode[8];                       /* "sim" (kubesim) or "kube" (a real cluster) */
 	char log_level[8];
