@@ -139,7 +139,8 @@ static int scale_decimal(u128 n, int e, int64_t *out)
 	return 0;
 }
 
-int quantity_parse(const char *s, int64_t *out)
+/* Parses s into ceil(value * 10^extra): extra is 0 for whole units, 3 for thousandths. */
+static int parse_scaled(const char *s, int extra, int64_t *out)
 {
 	struct qnum q = {0};
 	if (!s || strnlen(s, QUANTITY_MAX_LEN + 1) > QUANTITY_MAX_LEN)
@@ -155,9 +156,26 @@ int quantity_parse(const char *s, int64_t *out)
 		q.digits /= 10;
 		q.frac--;
 	}
-	if (q.pow2)
-		return scale_binary(q.digits, q.pow2, q.frac, out);
-	return scale_decimal(q.digits, q.pow10 - q.frac, out);
+	if (!q.pow2)
+		return scale_decimal(q.digits, q.pow10 - q.frac + extra, out);
+	/* Binary forms: fold the extra power of ten into the fraction first. */
+	int k = q.frac - extra;
+	for (; k < 0; k++) {
+		if (q.digits > INT64_MAX)
+			return GWB_EINVAL; /* already beyond any result */
+		q.digits *= 10;
+	}
+	return scale_binary(q.digits, q.pow2, k, out);
+}
+
+int quantity_parse(const char *s, int64_t *out)
+{
+	return parse_scaled(s, 0, out);
+}
+
+int quantity_parse_milli(const char *s, int64_t *out)
+{
+	return parse_scaled(s, 3, out);
 }
 
 /* Splits a negative value into its sign and magnitude (INT64_MIN included). */

@@ -17,6 +17,10 @@
  * sign, more than 38 digits, text longer than QUANTITY_MAX_LEN, or a value above INT64_MAX. */
 int quantity_parse(const char *s, int64_t *out);
 
+/* The same syntax and errors, in thousandths of a unit rounded up, as Kubernetes' MilliValue()
+ * ("500m" -> 500, "1" -> 1000, "0.1m" -> 1, "1Ki" -> 1024000): for CPU quantities. */
+int quantity_parse_milli(const char *s, int64_t *out);
+
 /* Writes v (>= 0) in canonical BinarySI form, as Kubernetes prints a BinarySI quantity: the
  * largest binary suffix that divides v exactly ("1Gi", "1536Mi", "1500"); values below 1024
  * print in DecimalSI form like Kubernetes does ("100", "0", and 1000 as "1k"). A negative v

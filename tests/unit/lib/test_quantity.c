@@ -150,3 +150,29 @@ TEST(quantity_round_trips)
 	CHECK_STR(quantity_format_binary(parsed("1073741824"), b, sizeof b), "1Gi");
 	CHECK_STR(quantity_format_decimal(parsed("1000"), b, sizeof b), "1k");
 }
+
+static int64_t milli(const char *s)
+{
+	int64_t v = -1;
+	int rc = quantity_parse_milli(s, &v);
+	CHECKF(rc == 0, "quantity_parse_milli(\"%s\") failed with %d", s, rc);
+	return v;
+}
+
+TEST(quantity_parses_milli_values)
+{
+	CHECK_INT(milli("500m"), 500);
+	CHECK_INT(milli("1"), 1000);
+	CHECK_INT(milli("1.5"), 1500);
+	CHECK_INT(milli("0.1m"), 1);
+	CHECK_INT(milli("1k"), 1000000);
+	CHECK_INT(milli("1Ki"), 1024000);
+	CHECK_INT(milli("0.5Ki"), 512000);
+	CHECK_INT(milli("1e-3"), 1);
+	CHECK_INT(milli("0"), 0);
+	int64_t v;
+	CHECK_INT(quantity_parse_milli("9223372036854775807", &v), GWB_EINVAL);
+	CHECK_INT(quantity_parse_milli("8Ei", &v), GWB_EINVAL);
+	CHECK_INT(quantity_parse_milli("-1", &v), GWB_EINVAL);
+	CHECK_INT(quantity_parse_milli("1K", &v), GWB_EINVAL);
+}
