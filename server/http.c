@@ -193,6 +193,10 @@ static void route_v1(struct req *r)
 				return api_team_put(r, r->segs[2]);
 			return method_not_allowed(r, "GET, PUT");
 		}
+	} else if (seg_is(r, 1, "devices") && r->nsegs == 2) {
+		if (get)
+			return api_devices(r);
+		return method_not_allowed(r, "GET");
 	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
 		if (get)
 			return api_info(r);

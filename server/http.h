@@ -55,6 +55,7 @@ void api_teams_list(struct req *r);
 void api_team_get(struct req *r, const char *team);
 void api_team_put(struct req *r, const char *team);
 void api_info(struct req *r);
+void api_devices(struct req *r);
 void api_healthz(struct req *r);
 void api_readyz(struct req *r);
 

@@ -13,6 +13,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "server/reconciler.h"
 #include "server/server.h"
 #include "server/store.h"
 
@@ -95,6 +96,14 @@ static int server_run(struct server *srv)
 		log_warn("server", "no_admin_token", "hint=%s",
 			 log_q("set GWB_ADMIN_TOKEN to manage teams"));
 	}
+	int rc = reconciler_new(&srv->recon, srv, err, sizeof err);
+	if (rc < 0) {
+		fprintf(stderr, "gwb-server: kubernetes: %s\n", err);
+		return 2;
+	}
+	if (rc == 1)
+		log_warn("server", "no_kubernetes", "hint=%s",
+			 log_q("set GWB_KUBE_SERVER or a kubeconfig to run tasks on a cluster"));
 	if (http_start(srv, err, sizeof err)) {
 		fprintf(stderr, "gwb-server: %s\n", err);
 		return 1;
@@ -141,6 +150,7 @@ int main(int argc, char **argv)
 	}
 	rc = server_run(&srv);
 	http_stop(&srv);
+	reconciler_free(srv.recon);
 	if (srv.cron_timer)
 		event_free(srv.cron_timer);
 	if (srv.sig_term)

@@ -27,6 +27,7 @@ struct server {
 	const struct gwb_config *cfg;
 	struct store *store;
 	struct evhttp *http;
+	struct reconciler *recon;        /* NULL when no Kubernetes API is configured */
 	struct event *cron_timer;
 	struct event *sig_term, *sig_int;
 	int64_t started_ms;

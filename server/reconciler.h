@@ -1,0 +1,37 @@
+/* The reconciler turns task intents into Kubernetes Jobs and the cluster's observed state back
+ * into task state. SQLite is the truth about what was asked; the informers' picture is the
+ * truth about what is; every decision compares the two. It creates by observing first (GET,
+ * then POST a deterministically named Job), treats an unknown outcome as unknown (quota kept,
+ * retried), cancels through a durable intent and a suspended Job (the cancel marker), and
+ * releases a reservation only when a fresh picture proves every Pod of the task stopped. */
+#ifndef GWB_RECONCILER_H
+#define GWB_RECONCILER_H
+
+#include <jansson.h>
+
+#include "server/server.h"
+
+struct reconciler;
+
+/* Creates the reconciler for srv: finds the API server (kube.server, then a kubeconfig, then
+ * in-cluster), starts the Job, Pod and Device informers, and registers its housekeeping and
+ * its /readyz entry. Returns 0 and *out; 1 when no API server is configured (*out NULL, the
+ * server runs without a cluster); or a negative error with err filled. */
+int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_t errlen);
+/* Stops everything; no callback fires afterwards. Accepts NULL. */
+void reconciler_free(struct reconciler *r);
+
+/* Called once an intent's outcome is durably recorded (rc 0), or when the intent cannot be
+ * handled (rc < 0: GWB_ENOTFOUND for a task that does not exist). */
+typedef void (*reconciler_done_fn)(void *arg, int rc);
+
+/* Hands one intent to the reconciler: kind "create" or "cancel" for task_id. done fires
+ * exactly once, possibly before this call returns. */
+void reconciler_intent(struct reconciler *r, const char *kind, const char *task_id,
+		       reconciler_done_fn done, void *arg);
+
+/* GET /v1/devices: every card with totals, health, allocated, free and the tasks on it, and
+ * whether the picture is fresh. Returns a new reference. */
+json_t *reconciler_devices_json(struct reconciler *r);
+
+#endif
