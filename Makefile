@@ -92,11 +92,16 @@ $(patsubst tests/%.c,$(BIN)/tests/%,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(1)) $(H
 endef
 $(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
 
-test: all
+# test, check and demo install missing packages first, then build in a fresh make so that
+# pkg-config is asked after the install, not before.
+test:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
 	@GWB_BIN=$(abspath $(BIN)) tests/run.sh '$(T)'
 
 # The sanitizer build lives apart from the normal one so both stay usable.
 check: lint
+	@tools/deps.sh
 	$(MAKE) BUILD=build/check BIN=build/check/bin SAN=address,undefined WERROR=1 CFLAGS='-O1 -g' all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  GWB_BIN=$(abspath build/check/bin) tests/run.sh '$(T)'
@@ -107,7 +112,9 @@ lint:
 bench: all
 	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; GWB_BIN=$(abspath $(BIN)) $$b; done
 
-demo: all
+demo:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
 	@tools/demo.sh
 
 deps:
