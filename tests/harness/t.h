@@ -5,6 +5,7 @@
 #ifndef GWB_T_H
 #define GWB_T_H
 
+#include <setjmp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -25,6 +26,12 @@ __attribute__((format(printf, 1, 2))) void t_fail_soft(const char *fmt, ...);
 __attribute__((format(printf, 1, 2))) void t_log(const char *fmt, ...);
 /* Registers a function run when the case ends, pass or fail (in reverse order). */
 void t_defer(void (*fn)(void *), void *arg);
+
+/* Runner internals shared by t.c and t_main.c; tests do not use them. */
+extern struct t_case *t_cases_;
+extern jmp_buf t_case_jmp_;
+extern int t_soft_failed_;
+void t_run_defers_(void);
 
 #define TEST_T(fn, secs)                                                    \
 	static void fn(void);                                               \
