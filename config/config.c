@@ -103,6 +103,12 @@ static const struct setting settings[] = {
 	  "time-out of one Redis command" },
 	{ "queue.stream_maxlen", "GWB_QUEUE_STREAM_MAXLEN", INT(queue_stream_maxlen), "100000",
 	  1000, 100000000, NULL, NULL, "approximate length the intent stream is trimmed to" },
+	{ "queue.block_ms", "GWB_QUEUE_BLOCK_MS", INT(queue_block_ms), "1000", 10, 60000, NULL, NULL,
+	  "how long one read of new intents waits in Redis" },
+	{ "queue.handler_delay_ms", "GWB_QUEUE_HANDLER_DELAY_MS", INT(queue_handler_delay_ms), "0",
+	  0, 600000, NULL, NULL,
+	  "the built-in intent handler holds each intent this long before recording it (to watch "
+	  "intents in flight; 0 = none)" },
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

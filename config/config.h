@@ -38,6 +38,8 @@ struct gwb_config {
 	int64_t queue_max_deliveries;       /* deliveries before an entry is dead-lettered */
 	int64_t queue_command_timeout_ms;   /* one Redis command's time-out */
 	int64_t queue_stream_maxlen;        /* approximate trim length of the stream */
+	int64_t queue_block_ms;             /* BLOCK time of one read of new entries */
+	int64_t queue_handler_delay_ms;     /* the built-in intent handler waits this long */
 	char config_file[CONFIG_STR_MAX];   /* the file that was loaded, "" if none */
 };
 

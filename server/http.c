@@ -180,6 +180,11 @@ static void route_v1(struct req *r)
 				return api_task_events(r, r->segs[2]);
 			return method_not_allowed(r, "GET");
 		}
+		if (r->nsegs == 4 && seg_is(r, 3, "cancel")) {
+			if (post)
+				return api_task_cancel(r, r->segs[2]);
+			return method_not_allowed(r, "POST");
+		}
 	} else if (seg_is(r, 1, "teams")) {
 		if (r->nsegs == 2) {
 			if (get)

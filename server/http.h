@@ -51,6 +51,8 @@ void api_tasks_submit(struct req *r);
 void api_tasks_list(struct req *r);
 void api_task_get(struct req *r, const char *id);
 void api_task_events(struct req *r, const char *id);
+/* POST /v1/tasks/{id}/cancel (server/api_cancel.c). */
+void api_task_cancel(struct req *r, const char *id);
 void api_teams_list(struct req *r);
 void api_team_get(struct req *r, const char *team);
 void api_team_put(struct req *r, const char *team);

@@ -14,6 +14,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/reconciler.h"
+#include "server/intents.h"
 #include "server/server.h"
 #include "server/store.h"
 
@@ -108,6 +109,10 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: %s\n", err);
 		return 1;
 	}
+	if (intents_start(srv, err, sizeof err)) {
+		fprintf(stderr, "gwb-server: %s\n", err);
+		return 1;
+	}
 	struct timeval tv = { cfg->housekeeping_interval_ms / 1000,
 			      (cfg->housekeeping_interval_ms % 1000) * 1000 };
 	srv->cron_timer = event_new(srv->base, -1, EV_PERSIST, on_cron, srv);
@@ -151,6 +156,7 @@ int main(int argc, char **argv)
 	rc = server_run(&srv);
 	http_stop(&srv);
 	reconciler_free(srv.recon);
+	intents_stop(&srv); /* after the reconciler: it may hold intents being handled */
 	if (srv.cron_timer)
 		event_free(srv.cron_timer);
 	if (srv.sig_term)

@@ -26,6 +26,7 @@ struct server {
 	struct event_base *base;
 	const struct gwb_config *cfg;
 	struct store *store;
+	struct intents *intents;         /* the Redis side (server/intents.c); NULL without Redis */
 	struct evhttp *http;
 	struct reconciler *recon;        /* NULL when no Kubernetes API is configured */
 	struct event *cron_timer;

@@ -87,6 +87,14 @@ static const char *const migrations[] = {
 	"  task_id TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL,"
 	"  from_state TEXT, to_state TEXT, detail TEXT);"
 	"CREATE INDEX task_events_task ON task_events(task_id, id);",
+	/* 2: the outcome of each received intent, recorded once (the intent id is the outbox
+	 * row id), so a redelivered or re-published intent is recognised. */
+	"CREATE TABLE intent_outcomes ("
+	"  intent_id INTEGER PRIMARY KEY,"
+	"  task_id TEXT NOT NULL, kind TEXT NOT NULL,"
+	"  stream_id TEXT, consumer TEXT, deliveries INTEGER NOT NULL,"
+	"  outcome TEXT NOT NULL, recorded_at INTEGER NOT NULL);"
+	"CREATE INDEX intent_outcomes_task ON intent_outcomes(task_id);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

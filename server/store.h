@@ -98,4 +98,54 @@ int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
 /* Makes a new task id: "t-" and 12 characters of lowercase base32 (60 random bits). */
 void store_new_task_id(char out[16]);
 
+/* ---- intents (server/store_outbox.c) ---- */
+
+struct q_intent;
+
+/* Fills out with up to max unpublished outbox rows, oldest first, as intents with the task's
+ * parameters. Returns how many (>= 0) or GWB_EDB. */
+int store_outbox_unpublished(struct store *s, struct q_intent *out, int max);
+/* Records, in one transaction, that outbox rows ids[i] were published as stream_ids[i] (rows
+ * already marked keep their first id). 0, GWB_EBUSY or GWB_EDB. */
+int store_outbox_published(struct store *s, const int64_t *ids, const char (*stream_ids)[48],
+			   int n, int64_t now_ms);
+/* Counts the outbox rows not yet published. 0 or GWB_EDB. */
+int store_outbox_unpublished_count(struct store *s, int64_t *n);
+
+/* Called after a row is inserted into the outbox, inside the writing transaction (so the
+ * callee must defer its work to after the commit). */
+typedef void (*store_outbox_fn)(void *arg);
+/* Sets (fn not NULL) or clears the outbox insert watcher. It is the store connection's only
+ * SQLite update hook; one watcher per process. */
+void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg);
+
+/* One received intent, as its outcome is recorded. Strings borrowed for the call. */
+struct intent_rx {
+	int64_t intent_id;      /* the outbox row id carried in the intent */
+	const char *kind;       /* "create" | "cancel" */
+	const char *task;
+	const char *stream_id;  /* may be NULL */
+	const char *consumer;   /* may be NULL */
+	int64_t deliveries;
+};
+/* Records, in one transaction, that each intent was received: its outcome row (once per
+ * intent, ever), a task event "intent_received", and for a create intent of a queued task the
+ * move to "creating". results[i] is 0 (recorded), 1 (it had been recorded before: nothing
+ * written) or GWB_ENOTFOUND (no such task). Returns 0, or GWB_EBUSY / GWB_EDB (nothing
+ * written). */
+int store_intents_receive(struct store *s, const struct intent_rx *rx, int n, int64_t now_ms,
+			  int *results);
+/* 1 when the intent's outcome is recorded, 0 when not, or GWB_EDB. */
+int store_intent_outcome_exists(struct store *s, int64_t intent_id);
+/* Records an intent's outcome (e.g. "handled") unless one is recorded already. 0 or an error. */
+int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const char *outcome,
+			     int64_t now_ms);
+
+/* Requests the cancel of task id, durably: state "cancelling", cancel_requested_at, an outbox
+ * row of kind "cancel" and a task event, in one transaction. A task already cancelling or
+ * final is left as it is. state receives the task's state afterwards; *changed is 1 when this
+ * call wrote the request. 0, GWB_ENOTFOUND, GWB_EBUSY or GWB_EDB. */
+int store_task_cancel(struct store *s, const char *id, int64_t now_ms, char *state, size_t len,
+		      int *changed);
+
 #endif

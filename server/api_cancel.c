@@ -1,0 +1,65 @@
+/* POST /v1/tasks/{id}/cancel: records the durable cancel intent (state "cancelling", the time
+ * it was asked, an outbox row of kind "cancel") in one transaction. Repeating it changes
+ * nothing; a task that already ended answers with its final state. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "server/http.h"
+
+/* Task ids are short and URL-safe (API.md); anything else cannot name a task. */
+static int plausible_id(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 3 || n > 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+static void not_found(struct req *r, const char *id)
+{
+	http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
+}
+
+void api_task_cancel(struct req *r, const char *id)
+{
+	char team[64], state[16];
+	if (!plausible_id(id))
+		return not_found(r, id);
+	int rc = store_task_team(r->srv->store, id, team, sizeof team);
+	if (rc == GWB_ENOTFOUND)
+		return not_found(r, id);
+	if (rc)
+		return http_reply_error(r, 500, "internal", "the task cannot be read", NULL);
+	if (!http_may_act_on(r, team))
+		return;
+	int changed = 0;
+	rc = store_task_cancel(r->srv->store, id, clock_now_ms(), state, sizeof state, &changed);
+	if (rc == GWB_ENOTFOUND)
+		return not_found(r, id);
+	if (rc == GWB_EBUSY) {
+		http_add_header(r, "Retry-After", "1");
+		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
+	}
+	if (rc) {
+		log_error("api", "cancel_failed", "task=%s error=%s db=%s", id, err_name(rc),
+			  log_q(store_errmsg(r->srv->store)));
+		return http_reply_error(r, 500, "internal", "the cancel could not be stored", NULL);
+	}
+	if (changed)
+		log_info("api", "cancel_requested", "task=%s team=%s", id, log_q(team));
+	json_t *t = store_task_json(r->srv->store, id);
+	if (!t)
+		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
+	/* 202: the cancel is recorded and will be carried out; 200: nothing new was asked (a
+	 * repeat, or a task that already ended, whose final state the body shows). */
+	json_object_set_new(t, "cancel", json_string(changed			   ? "requested"
+						     : store_state_is_final(state) ? "already_ended"
+										   : "already_requested"));
+	http_reply_json(r, changed ? 202 : 200, t);
+}

@@ -1,0 +1,38 @@
+/* Job intents in gwb-server: wires the store's outbox to the queue's relay, the queue's
+ * consumer to an intent handler, and both to the event loop (connections, housekeeping,
+ * /readyz "redis"). It owns the two Redis connections, the relay and the consumer. Until the
+ * reconciler plugs in its handler, the built-in one records "intent received" in the task's
+ * events and moves a queued task to "creating". */
+#ifndef GWB_INTENTS_H
+#define GWB_INTENTS_H
+
+#include <stddef.h>
+
+#include "queue/codec.h"
+#include "server/server.h"
+
+struct intents;
+
+/* Starts the queue side when cfg->redis is set (otherwise does nothing and returns 0):
+ * connects (with back-off, in the background), registers the housekeeping callback and the
+ * /readyz entry "redis", and sets srv->intents. 0, or a negative error with err filled. */
+int intents_start(struct server *srv, char *err, size_t errlen);
+/* Stops everything and clears srv->intents; entries being handled stay pending in Redis and
+ * are handled again after a restart. A plugged-in handler must be stopped first. Accepts a
+ * server where intents never started. */
+void intents_stop(struct server *srv);
+
+/* Answer of an intent handler: rc 0 once the intent's outcome is durably recorded (the entry
+ * is then acknowledged); GWB_ENOTFOUND when it can never be handled (dead-lettered); any other
+ * negative error to have it delivered again later. */
+typedef void (*intents_done_fn)(void *ctx, int rc);
+/* Handles one intent (in is valid during the call only). done(ctx, rc) must be called exactly
+ * once, possibly before this returns. The same intent may arrive again after a crash or a
+ * lost acknowledgement: a handler must treat it as already done when it is. */
+typedef void (*intents_handler_fn)(void *arg, const struct q_intent *in, intents_done_fn done,
+				   void *ctx);
+/* Replaces the built-in handler (fn NULL restores it). Intents whose outcome is already
+ * recorded are acknowledged without reaching fn. */
+void intents_set_handler(struct intents *it, intents_handler_fn fn, void *arg);
+
+#endif

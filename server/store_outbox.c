@@ -1,0 +1,286 @@
+/* The store's intent side: the outbox rows the relay publishes (and their stream ids), the
+ * record of each intent's outcome (written once, in the transaction that acts on it), and the
+ * durable cancel request. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+#include "queue/codec.h"
+#include "server/store_internal.h"
+
+static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
+{
+	const char *t = store_col_text(st, col);
+	snprintf(dst, len, "%s", t ? t : "");
+}
+
+int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
+{
+	/* The partial index outbox_unpublished keeps this cheap however long the outbox grows. */
+	sqlite3_stmt *st = store_stmt(
+		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
+		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
+		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON t.id = o.task_id "
+		   "WHERE o.published_at IS NULL ORDER BY o.id LIMIT ?");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int(st, 1, max);
+	int n = 0, rc;
+	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct q_intent *in = &out[n++];
+		memset(in, 0, sizeof *in);
+		in->version = Q_INTENT_VERSION;
+		in->id = sqlite3_column_int64(st, 0);
+		copy_col(st, 1, in->kind, sizeof in->kind);
+		copy_col(st, 2, in->task, sizeof in->task);
+		copy_col(st, 3, in->team, sizeof in->team);
+		in->attempt = sqlite3_column_int64(st, 4);
+		in->created_at = sqlite3_column_int64(st, 5);
+		copy_col(st, 6, in->job, sizeof in->job);
+		copy_col(st, 7, in->name, sizeof in->name);
+		in->gpu_memory_mib = sqlite3_column_int64(st, 8);
+		in->gpu_core_percent = sqlite3_column_int64(st, 9);
+		in->gpu_count = sqlite3_column_int64(st, 10);
+		in->duration_seconds = sqlite3_column_int64(st, 11);
+		copy_col(st, 12, in->qos, sizeof in->qos);
+		copy_col(st, 13, in->experiment, sizeof in->experiment);
+	}
+	if (n < max && rc != SQLITE_DONE) {
+		sqlite3_reset(st);
+		return GWB_EDB;
+	}
+	sqlite3_reset(st);
+	return n;
+}
+
+int store_outbox_published(struct store *s, const int64_t *ids, const char (*stream_ids)[48],
+			   int n, int64_t now_ms)
+{
+	int rc = store_begin(s);
+	if (rc)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		sqlite3_stmt *st = store_stmt(s, "UPDATE outbox SET published_at = ?, stream_id = ? "
+						 "WHERE id = ? AND published_at IS NULL");
+		if (!st) {
+			rc = GWB_EDB;
+			break;
+		}
+		sqlite3_bind_int64(st, 1, now_ms);
+		store_bind_text(st, 2, stream_ids[i]);
+		sqlite3_bind_int64(st, 3, ids[i]);
+		if ((rc = store_step_done(s, st)))
+			break;
+	}
+	if (rc) {
+		store_rollback(s);
+		return rc;
+	}
+	return store_commit(s);
+}
+
+int store_outbox_unpublished_count(struct store *s, int64_t *n)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT count(*) FROM outbox WHERE published_at IS NULL");
+	if (!st)
+		return GWB_EDB;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*n = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : GWB_EDB;
+}
+
+/* ---- the insert watcher ---- */
+
+struct watch {
+	store_outbox_fn fn;
+	void *arg;
+};
+/* One store per process; a static slot keeps the hook's argument alive without owning the
+ * store struct (which belongs to store.c). */
+static struct watch outbox_watch;
+
+static void on_update(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 row)
+{
+	(void)dbname;
+	(void)row;
+	struct watch *w = arg;
+	if (op == SQLITE_INSERT && w->fn && strcmp(table, "outbox") == 0)
+		w->fn(w->arg);
+}
+
+void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg)
+{
+	outbox_watch.fn = fn;
+	outbox_watch.arg = arg;
+	sqlite3_update_hook(s->db, fn ? on_update : NULL, fn ? &outbox_watch : NULL);
+}
+
+/* ---- intent outcomes ---- */
+
+int store_intent_outcome_exists(struct store *s, int64_t intent_id)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT 1 FROM intent_outcomes WHERE intent_id = ?");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, intent_id);
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : GWB_EDB;
+}
+
+/* Inserts the outcome row. 1 when inserted, 0 when the intent already had one, or an error. */
+static int outcome_insert(struct store *s, const struct intent_rx *rx, const char *outcome,
+			  int64_t now_ms)
+{
+	sqlite3_stmt *st = store_stmt(
+		s, "INSERT OR IGNORE INTO intent_outcomes (intent_id, task_id, kind, stream_id, "
+		   "consumer, deliveries, outcome, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, rx->intent_id);
+	store_bind_text(st, 2, rx->task);
+	store_bind_text(st, 3, rx->kind);
+	store_bind_text(st, 4, rx->stream_id);
+	store_bind_text(st, 5, rx->consumer);
+	sqlite3_bind_int64(st, 6, rx->deliveries);
+	store_bind_text(st, 7, outcome);
+	sqlite3_bind_int64(st, 8, now_ms);
+	int rc = store_step_done(s, st);
+	if (rc)
+		return rc;
+	return sqlite3_changes(s->db) > 0;
+}
+
+int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const char *outcome,
+			     int64_t now_ms)
+{
+	int rc = outcome_insert(s, rx, outcome, now_ms);
+	return rc < 0 ? rc : 0;
+}
+
+/* Reads the task's state. 0, GWB_ENOTFOUND or GWB_EDB. */
+static int task_state(struct store *s, const char *id, char *state, size_t len)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT state FROM tasks WHERE id = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		copy_col(st, 0, state, len);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+}
+
+static int set_state(struct store *s, const char *id, const char *from, const char *to,
+		     int64_t now_ms)
+{
+	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE id = ? "
+					 "AND state = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, to);
+	sqlite3_bind_int64(st, 2, now_ms);
+	store_bind_text(st, 3, id);
+	store_bind_text(st, 4, from);
+	return store_step_done(s, st);
+}
+
+/* One intent inside the caller's transaction. Returns 0 (recorded), 1 (already recorded),
+ * GWB_ENOTFOUND, or a database error. */
+static int receive_one(struct store *s, const struct intent_rx *rx, int64_t now_ms)
+{
+	char state[16];
+	int rc = task_state(s, rx->task, state, sizeof state);
+	if (rc)
+		return rc;
+	rc = outcome_insert(s, rx, "received", now_ms);
+	if (rc <= 0)
+		return rc < 0 ? rc : 1;
+	/* A create intent moves a queued task on; anything else (a cancel, a task cancelled
+	 * before its create intent arrived) only leaves its trace. */
+	const char *to = NULL;
+	if (strcmp(rx->kind, "create") == 0 && strcmp(state, "queued") == 0)
+		to = "creating";
+	if (to && (rc = set_state(s, rx->task, state, to, now_ms)))
+		return rc;
+	json_t *detail = json_pack("{s:I, s:s, s:s?, s:s?, s:I}", "intent", (json_int_t)rx->intent_id,
+				   "kind", rx->kind, "stream_id", rx->stream_id, "consumer",
+				   rx->consumer, "deliveries", (json_int_t)rx->deliveries);
+	rc = store_event_add(s, rx->task, now_ms, "intent_received", to ? state : NULL, to, detail);
+	json_decref(detail);
+	return rc;
+}
+
+int store_intents_receive(struct store *s, const struct intent_rx *rx, int n, int64_t now_ms,
+			  int *results)
+{
+	int rc = store_begin(s);
+	if (rc)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		results[i] = receive_one(s, &rx[i], now_ms);
+		if (results[i] < 0 && results[i] != GWB_ENOTFOUND) {
+			rc = results[i];
+			store_rollback(s);
+			return rc;
+		}
+	}
+	return store_commit(s);
+}
+
+/* ---- cancel ---- */
+
+static int cancel_writes(struct store *s, const char *id, const char *from, int64_t now_ms)
+{
+	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = 'cancelling', "
+					 "cancel_requested_at = ?, updated_at = ? WHERE id = ?");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, now_ms);
+	sqlite3_bind_int64(st, 2, now_ms);
+	store_bind_text(st, 3, id);
+	int rc = store_step_done(s, st);
+	if (rc)
+		return rc;
+	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
+			   "SELECT id, team, 'cancel', 1 + (SELECT count(*) FROM outbox WHERE "
+			   "task_id = ?1 AND kind = 'cancel'), ?2 FROM tasks WHERE id = ?1");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	sqlite3_bind_int64(st, 2, now_ms);
+	if ((rc = store_step_done(s, st)))
+		return rc;
+	return store_event_add(s, id, now_ms, "cancel_requested", from, "cancelling", NULL);
+}
+
+int store_task_cancel(struct store *s, const char *id, int64_t now_ms, char *state, size_t len,
+		      int *changed)
+{
+	*changed = 0;
+	int rc = store_begin(s);
+	if (rc)
+		return rc;
+	char cur[16];
+	if ((rc = task_state(s, id, cur, sizeof cur)))
+		goto out;
+	snprintf(state, len, "%s", cur);
+	if (store_state_is_final(cur) || strcmp(cur, "cancelling") == 0) {
+		rc = 0;
+		goto out; /* nothing to write: the read-only transaction is rolled back */
+	}
+	if ((rc = cancel_writes(s, id, cur, now_ms)))
+		goto out;
+	if ((rc = store_commit(s)))
+		return rc;
+	snprintf(state, len, "cancelling");
+	*changed = 1;
+	return 0;
+out:
+	store_rollback(s);
+	return rc;
+}
