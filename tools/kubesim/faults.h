@@ -1,0 +1,29 @@
+/* Fault injection for tests and the lab, through the control endpoint /_kubesim/faults (also
+ * served on the optional control socket): the API refusing or hanging, slow answers, creates
+ * stored but answered never, pods stuck Terminating, a Job deleted with its pods orphaned, and
+ * device health flips. The wire format is documented in tools/kubesim/README.md. */
+#ifndef KUBESIM_FAULTS_H
+#define KUBESIM_FAULTS_H
+
+#include <jansson.h>
+
+#include "tools/kubesim/http.h"
+#include "tools/kubesim/kubesim.h"
+#include "tools/kubesim/res.h"
+
+struct faults;
+
+/* No fault active. Never NULL. */
+struct faults *faults_new(struct ks *ks);
+/* Accepts NULL. */
+void faults_free(struct faults *f);
+/* The http handler for /_kubesim/ paths. arg is the struct ks. */
+void faults_handle(struct hreq *h, void *arg);
+/* Returns 1 when the answer to this verb on r must be withheld (and counts it). */
+int faults_withhold_answer(struct faults *f, const char *verb, const struct res_def *r);
+/* Returns 1 when the kubelet must ignore the deletion of this pod (stuck Terminating). */
+int faults_pod_stuck(const struct faults *f, const json_t *pod);
+/* Expires faults set with a duration. Called from the housekeeping timer. */
+void faults_tick(struct faults *f);
+
+#endif

@@ -1,0 +1,30 @@
+/* The kubelet of the one simulated node: runs each bound pod's containers as local processes
+ * (the configured worker command with the pod's env, the koordlet GPU env of koordinator.md
+ * §5.1 and a downward-API annotations file), reports phases and container states with exit
+ * codes, keeps logs for /log, performs graceful deletion (SIGTERM, SIGKILL after the grace
+ * period, then the final delete), and reaps children from SIGCHLD. */
+#ifndef KUBESIM_KUBELET_H
+#define KUBESIM_KUBELET_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "tools/kubesim/kubesim.h"
+
+struct kubelet;
+
+/* A kubelet for ks->cfg.node; installs the SIGCHLD event. Never NULL. */
+struct kubelet *kubelet_new(struct ks *ks);
+/* Kills every running container (SIGKILL to its process group), reaps it and frees the
+ * kubelet. Accepts NULL. */
+void kubelet_free(struct kubelet *k);
+/* One reconcile pass over the pods bound to the node. */
+void kubelet_sync(struct kubelet *k);
+/* Writes the log file path of a pod's container into buf. Returns 0, or -1 when the
+ * container never started. */
+int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *container, char *buf,
+		     size_t len);
+/* Number of containers currently running as processes. */
+int kubelet_running(const struct kubelet *k);
+
+#endif

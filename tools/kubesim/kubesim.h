@@ -1,0 +1,60 @@
+/* kubesim's composition root: the settings (read-only after start-up) and the context every
+ * module receives, holding the event base, the store and the module instances. */
+#ifndef KUBESIM_KUBESIM_H
+#define KUBESIM_KUBESIM_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct event;
+
+struct ks_config {
+	char listen[300];        /* host:port; port 0 picks one */
+	char node[64];           /* the one node's name */
+	int cards;               /* GPU cards on the node */
+	int64_t card_memory;     /* bytes per card */
+	int card_core;           /* percent of compute per card (gpu-core total) */
+	char worker[PATH_MAX];   /* command the kubelet runs for every container */
+	char state_dir[PATH_MAX];
+	int state_is_temp;       /* created by us: removed at exit */
+	char control_socket[PATH_MAX]; /* optional Unix socket serving /_kubesim/ only */
+	long history;            /* watch history length (events) */
+	long bookmark_ms;        /* interval of BOOKMARK events when asked for */
+	long job_backoff_ms;     /* first pod-failure back-off of the Job controller */
+	long metric_ms;          /* NodeMetric report interval */
+	int create_device;       /* create the node's Device at start */
+	int gpu_shared_sync;     /* koord-manager gate EnableSyncGPUSharedResource */
+	int hami_label;          /* node labelled koordinator.sh/gpu-isolation-provider=HAMi-core */
+	int64_t node_cpu_milli;
+	int64_t node_memory;
+	long node_pods;
+	long max_body;           /* request body cap, bytes */
+	long max_headers;        /* request header cap, bytes */
+	long watch_queue_max;    /* unsent bytes per watch before it is closed */
+	long max_watchers;
+	long kube_minor;         /* /version minor: the gcloud kubectl dispatcher picks by it */
+	int log_level;
+};
+
+struct ks {
+	struct event_base *base;
+	struct ks_config cfg;
+	struct store *store;
+	struct http *http;
+	struct watch_hub *watch;
+	struct faults *faults;
+	struct jobctl *jobctl;
+	struct sched *sched;
+	struct kubelet *kubelet;
+	struct nodemetric *nodemetric;
+	struct event *kick_ev;  /* zero-timeout: one reconcile pass at the next loop turn */
+	struct event *tick_ev;  /* housekeeping timer */
+	int stopping;
+};
+
+/* Asks for one reconcile pass of every controller at the next loop turn (idempotent). */
+void ks_kick(struct ks *ks);
+
+#endif

@@ -1,0 +1,289 @@
+/* Object store: per-resource jansson maps, the resourceVersion counter, the event ring and the
+ * subscriber list. */
+#include "tools/kubesim/store.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/err.h"
+#include "tools/kubesim/obj.h"
+
+struct sub {
+	int id;
+	store_watch_fn fn;
+	void *arg;
+};
+
+struct store {
+	json_t *objs[RES_COUNT]; /* key "ns/name" or "name" -> object */
+	uint64_t rv;
+	uint64_t compacted; /* events with rv <= compacted are gone */
+	struct store_event *ring;
+	size_t cap, head, len; /* head: index of the oldest */
+	struct sub *subs;
+	size_t nsubs, subcap;
+	int next_id;
+	int fanning; /* inside a fan-out: unsubscribes only mark */
+};
+
+static void key_of(char *buf, size_t len, const char *ns, const char *name)
+{
+	if (ns && ns[0])
+		snprintf(buf, len, "%s/%s", ns, name);
+	else
+		snprintf(buf, len, "%s", name);
+}
+
+struct store *store_new(size_t history_cap, uint64_t first_rv)
+{
+	struct store *s = gwb_calloc(1, sizeof *s);
+	for (int i = 0; i < RES_COUNT; i++)
+		s->objs[i] = json_object();
+	s->cap = history_cap ? history_cap : 1;
+	s->ring = gwb_calloc(s->cap, sizeof *s->ring);
+	s->rv = first_rv;
+	s->compacted = first_rv;
+	s->next_id = 1;
+	return s;
+}
+
+static void ev_release(struct store_event *e)
+{
+	json_decref(e->obj);
+	json_decref(e->prev);
+	memset(e, 0, sizeof *e);
+}
+
+void store_free(struct store *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < RES_COUNT; i++)
+		json_decref(s->objs[i]);
+	for (size_t i = 0; i < s->len; i++)
+		ev_release(&s->ring[(s->head + i) % s->cap]);
+	gwb_free(s->ring);
+	gwb_free(s->subs);
+	gwb_free(s);
+}
+
+uint64_t store_rv(const struct store *s)
+{
+	return s->rv;
+}
+
+int store_can_resume(const struct store *s, uint64_t rv)
+{
+	return rv >= s->compacted;
+}
+
+uint64_t store_oldest_rv(const struct store *s)
+{
+	return s->compacted + 1;
+}
+
+json_t *store_get(const struct store *s, enum res_id res, const char *ns, const char *name)
+{
+	char key[512];
+	key_of(key, sizeof key, ns, name);
+	return json_object_get(s->objs[res], key);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t ***out)
+{
+	size_t n = json_object_size(s->objs[res]);
+	*out = NULL;
+	if (!n)
+		return 0;
+	const char **keys = gwb_malloc(n * sizeof *keys);
+	size_t k = 0, nslen = ns ? strlen(ns) : 0;
+	const char *key;
+	json_t *v;
+	json_object_foreach(s->objs[res], key, v)
+	{
+		if (ns && (strncmp(key, ns, nslen) != 0 || key[nslen] != '/'))
+			continue;
+		keys[k++] = key;
+	}
+	qsort(keys, k, sizeof *keys, cmp_key);
+	json_t **arr = NULL;
+	if (k) {
+		arr = gwb_malloc(k * sizeof *arr);
+		for (size_t i = 0; i < k; i++)
+			arr[i] = json_object_get(s->objs[res], keys[i]);
+	}
+	gwb_free(keys);
+	*out = arr;
+	return k;
+}
+
+size_t store_count(const struct store *s, enum res_id res)
+{
+	return json_object_size(s->objs[res]);
+}
+
+static void set_rv(json_t *obj, uint64_t rv)
+{
+	char buf[32];
+	snprintf(buf, sizeof buf, "%" PRIu64, rv);
+	obj_set_str(obj, "metadata.resourceVersion", buf);
+}
+
+static void fan_out(struct store *s, enum store_ev_type type, enum res_id res, json_t *obj,
+		    json_t *prev)
+{
+	/* Retain in the ring (dropping the oldest when full). */
+	if (s->len == s->cap) {
+		struct store_event *old = &s->ring[s->head];
+		s->compacted = old->rv;
+		ev_release(old);
+		s->head = (s->head + 1) % s->cap;
+		s->len--;
+	}
+	struct store_event *e = &s->ring[(s->head + s->len) % s->cap];
+	e->rv = s->rv;
+	e->type = type;
+	e->res = res;
+	e->obj = json_incref(obj);
+	e->prev = prev ? json_incref(prev) : NULL;
+	s->len++;
+
+	struct store_event ev = *e;
+	s->fanning++;
+	for (size_t i = 0; i < s->nsubs; i++)
+		if (s->subs[i].fn)
+			s->subs[i].fn(&ev, s->subs[i].arg);
+	s->fanning--;
+	if (!s->fanning) {
+		size_t w = 0;
+		for (size_t i = 0; i < s->nsubs; i++)
+			if (s->subs[i].fn)
+				s->subs[w++] = s->subs[i];
+		s->nsubs = w;
+	}
+}
+
+int store_create(struct store *s, enum res_id res, json_t *obj)
+{
+	char key[512];
+	key_of(key, sizeof key, obj_ns(obj), obj_name(obj));
+	if (json_object_get(s->objs[res], key)) {
+		json_decref(obj);
+		return GWB_EEXISTS;
+	}
+	set_rv(obj, ++s->rv);
+	json_object_set_new(s->objs[res], key, obj);
+	fan_out(s, STORE_ADDED, res, obj, NULL);
+	return 0;
+}
+
+/* Equal apart from metadata.resourceVersion. */
+static int same_content(json_t *a, json_t *b)
+{
+	json_t *ma = json_object_get(a, "metadata"), *mb = json_object_get(b, "metadata");
+	json_t *ra = json_incref(json_object_get(ma, "resourceVersion"));
+	json_t *rb = json_incref(json_object_get(mb, "resourceVersion"));
+	json_object_del(ma, "resourceVersion");
+	json_object_del(mb, "resourceVersion");
+	int eq = json_equal(a, b);
+	if (ra)
+		json_object_set_new(ma, "resourceVersion", ra);
+	if (rb)
+		json_object_set_new(mb, "resourceVersion", rb);
+	return eq;
+}
+
+int store_update(struct store *s, enum res_id res, json_t *obj, json_t **out)
+{
+	char key[512];
+	key_of(key, sizeof key, obj_ns(obj), obj_name(obj));
+	json_t *prev = json_object_get(s->objs[res], key);
+	if (!prev) {
+		json_decref(obj);
+		return GWB_ENOTFOUND;
+	}
+	if (same_content(prev, obj)) {
+		json_decref(obj);
+		if (out)
+			*out = prev;
+		return 0;
+	}
+	json_incref(prev);
+	set_rv(obj, ++s->rv);
+	json_object_set_new(s->objs[res], key, obj);
+	fan_out(s, STORE_MODIFIED, res, obj, prev);
+	json_decref(prev);
+	if (out)
+		*out = obj;
+	return 0;
+}
+
+int store_remove(struct store *s, enum res_id res, const char *ns, const char *name,
+		 json_t *final, json_t **out)
+{
+	char key[512];
+	key_of(key, sizeof key, ns, name);
+	json_t *prev = json_object_get(s->objs[res], key);
+	if (!prev) {
+		json_decref(final);
+		return GWB_ENOTFOUND;
+	}
+	json_incref(prev);
+	if (!final)
+		final = json_deep_copy(prev);
+	set_rv(final, ++s->rv);
+	json_object_del(s->objs[res], key);
+	fan_out(s, STORE_DELETED, res, final, prev);
+	json_decref(prev);
+	if (out)
+		*out = final;
+	else
+		json_decref(final);
+	return 0;
+}
+
+int store_subscribe(struct store *s, store_watch_fn fn, void *arg)
+{
+	if (s->nsubs == s->subcap) {
+		s->subcap = s->subcap ? s->subcap * 2 : 16;
+		s->subs = gwb_realloc(s->subs, s->subcap * sizeof *s->subs);
+	}
+	int id = s->next_id++;
+	s->subs[s->nsubs++] = (struct sub){ id, fn, arg };
+	return id;
+}
+
+void store_unsubscribe(struct store *s, int id)
+{
+	for (size_t i = 0; i < s->nsubs; i++) {
+		if (s->subs[i].id != id)
+			continue;
+		if (s->fanning) {
+			s->subs[i].fn = NULL;
+		} else {
+			memmove(&s->subs[i], &s->subs[i + 1], (s->nsubs - i - 1) * sizeof *s->subs);
+			s->nsubs--;
+		}
+		return;
+	}
+}
+
+int store_replay(const struct store *s, uint64_t after, store_watch_fn fn, void *arg)
+{
+	if (!store_can_resume(s, after))
+		return GWB_ESTATE;
+	for (size_t i = 0; i < s->len; i++) {
+		const struct store_event *e = &s->ring[(s->head + i) % s->cap];
+		if (e->rv > after)
+			fn(e, arg);
+	}
+	return 0;
+}
