@@ -1,6 +1,664 @@
+/* Job controller and garbage collector. Each pass computes, per Job, the status it should have
+ * from its pods and writes it only when it differs; pod creations and deletions are the side
+ * effects. Accounting follows the tracking-finalizer scheme: a terminal pod that still carries
+ * batch.kubernetes.io/job-tracking is counted once, then the finalizer is removed. */
 #include "tools/kubesim/jobctl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "lib/alloc.h"
-struct jobctl { struct ks *ks; };
-struct jobctl *jobctl_new(struct ks *ks) { struct jobctl *j = gwb_calloc(1, sizeof *j); j->ks = ks; return j; }
-void jobctl_free(struct jobctl *jc) { gwb_free(jc); }
-void jobctl_sync(struct jobctl *jc) { (void)jc; }
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "tools/kubesim/api.h"
+#include "tools/kubesim/events.h"
+#include "tools/kubesim/obj.h"
+#include "tools/kubesim/store.h"
+
+#define TRACKING "batch.kubernetes.io/job-tracking"
+#define COMPONENT "job-controller"
+/* Replacement back-off cap (kube-api.md §3.2). */
+#define BACKOFF_MAX_MS (6 * 60 * 1000)
+#define MAX_PODS_PER_JOB 256
+
+struct failmark {
+	char uid[40];
+	int64_t at_ms;
+	struct failmark *next;
+};
+
+struct jobctl {
+	struct ks *ks;
+	struct failmark *fails; /* last counted failure per Job uid, for the back-off */
+};
+
+struct jobctl *jobctl_new(struct ks *ks)
+{
+	struct jobctl *jc = gwb_calloc(1, sizeof *jc);
+	jc->ks = ks;
+	return jc;
+}
+
+void jobctl_free(struct jobctl *jc)
+{
+	if (!jc)
+		return;
+	while (jc->fails) {
+		struct failmark *f = jc->fails;
+		jc->fails = f->next;
+		gwb_free(f);
+	}
+	gwb_free(jc);
+}
+
+static struct failmark *failmark(struct jobctl *jc, const char *uid, int create)
+{
+	for (struct failmark *f = jc->fails; f; f = f->next)
+		if (!strcmp(f->uid, uid))
+			return f;
+	if (!create)
+		return NULL;
+	struct failmark *f = gwb_calloc(1, sizeof *f);
+	snprintf(f->uid, sizeof f->uid, "%s", uid);
+	f->next = jc->fails;
+	jc->fails = f;
+	return f;
+}
+
+/* ---- pod helpers ---- */
+
+struct podkey {
+	char ns[256], name[256];
+};
+
+/* Pods of ns whose controller reference is the Job uid. */
+static size_t owned_pods(struct ks *ks, const char *ns, const char *uid, struct podkey *out,
+			 size_t max)
+{
+	json_t **pods = NULL;
+	size_t n = store_list(ks->store, RES_PODS, ns, &pods);
+	size_t k = 0;
+	for (size_t i = 0; i < n && k < max; i++) {
+		const char *owner = obj_controller_uid(pods[i], "Job");
+		if (!owner || strcmp(owner, uid))
+			continue;
+		snprintf(out[k].ns, sizeof out[k].ns, "%s", obj_ns(pods[i]));
+		snprintf(out[k].name, sizeof out[k].name, "%s", obj_name(pods[i]));
+		k++;
+	}
+	gwb_free(pods);
+	return k;
+}
+
+static json_t *get_pod(struct ks *ks, const struct podkey *k)
+{
+	return store_get(ks->store, RES_PODS, k->ns, k->name);
+}
+
+static void strip_finalizer(struct ks *ks, const json_t *pod)
+{
+	if (!pod)
+		return;
+	json_t *nw = json_deep_copy(pod);
+	if (obj_remove_finalizer(nw, TRACKING))
+		api_commit(ks, RES_PODS, nw);
+	else
+		json_decref(nw);
+}
+
+/* Deletes an active pod the way the controller does: tracking finalizer off first, so the
+ * deletion is not counted as a failure. Terminal pods are kept, as a real controller keeps
+ * them. */
+static void delete_pod(struct ks *ks, const json_t *job, const struct podkey *k)
+{
+	json_t *pod = get_pod(ks, k);
+	if (!pod || obj_deleting(pod) || obj_pod_terminal(pod))
+		return;
+	strip_finalizer(ks, pod);
+	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	struct kerr e = { 0 };
+	json_t *out = NULL;
+	int gone = 0;
+	if (api_delete(ks, res_get(RES_PODS), k->ns, k->name, &o, &out, &gone, &e) == 0 && job) {
+		char msg[400];
+		snprintf(msg, sizeof msg, "Deleted pod: %s", k->name);
+		events_record(ks, job, "Normal", "SuccessfulDelete", msg, COMPONENT);
+	}
+	json_decref(out);
+	kerr_clear(&e);
+}
+
+static int create_pod(struct ks *ks, const json_t *job)
+{
+	json_t *tmpl = obj_path(job, "spec.template");
+	char gen[300];
+	snprintf(gen, sizeof gen, "%s-", obj_name(job));
+	json_t *meta = json_pack("{s:s, s:s}", "generateName", gen, "namespace", obj_ns(job));
+	json_t *labels = obj_path(tmpl, "metadata.labels");
+	json_t *ann = obj_path(tmpl, "metadata.annotations");
+	if (labels)
+		json_object_set_new(meta, "labels", json_deep_copy(labels));
+	if (ann)
+		json_object_set_new(meta, "annotations", json_deep_copy(ann));
+	json_object_set_new(meta, "ownerReferences",
+			    json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "batch/v1",
+				      "kind", "Job", "name", obj_name(job), "uid", obj_uid(job),
+				      "controller", 1, "blockOwnerDeletion", 1));
+	json_object_set_new(meta, "finalizers", json_pack("[s]", TRACKING));
+	json_t *pod = json_pack("{s:s, s:s, s:o, s:O}", "apiVersion", "v1", "kind", "Pod",
+				"metadata", meta, "spec", obj_path(tmpl, "spec"));
+	struct kerr e = { 0 };
+	json_t *out = NULL;
+	int rc = api_create(ks, res_get(RES_PODS), obj_ns(job), pod, &out, &e);
+	char msg[1200];
+	if (rc == 0) {
+		snprintf(msg, sizeof msg, "Created pod: %s", obj_name(out));
+		events_record(ks, job, "Normal", "SuccessfulCreate", msg, COMPONENT);
+		log_info("jobctl", "pod_created", "job=%s/%s pod=%s", obj_ns(job), obj_name(job),
+			 obj_name(out));
+	} else {
+		snprintf(msg, sizeof msg, "Error creating: %s", e.message);
+		events_record(ks, job, "Warning", "FailedCreate", msg, COMPONENT);
+		log_warn("jobctl", "pod_create_failed", "job=%s/%s err=%s", obj_ns(job),
+			 obj_name(job), log_q(e.message));
+	}
+	json_decref(out);
+	kerr_clear(&e);
+	return rc;
+}
+
+/* ---- pod failure policy ---- */
+
+static int code_in(const json_t *values, int64_t code)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach((json_t *)values, i, v) if (json_integer_value(v) == code) return 1;
+	return 0;
+}
+
+/* First matching rule's action for a failed pod ("FailJob", "Ignore", "Count", ...), or NULL;
+ * msg gets the FailJob message. */
+static const char *match_policy(const json_t *job, const json_t *pod, char *msg, size_t len)
+{
+	size_t i;
+	json_t *rule;
+	json_array_foreach(obj_path(job, "spec.podFailurePolicy.rules"), i, rule)
+	{
+		const char *action = obj_str(rule, "action");
+		json_t *oec = json_object_get(rule, "onExitCodes");
+		if (json_is_object(oec)) {
+			const char *cname = obj_str(oec, "containerName");
+			const char *op = obj_str(oec, "operator");
+			json_t *vals = json_object_get(oec, "values");
+			const char *lists[] = { "status.initContainerStatuses",
+						"status.containerStatuses" };
+			for (int l = 0; l < 2; l++) {
+				size_t j;
+				json_t *cs;
+				json_array_foreach(obj_path(pod, lists[l]), j, cs)
+				{
+					json_t *term = obj_path(cs, "state.terminated");
+					if (!term)
+						continue;
+					int64_t code = obj_int(term, "exitCode", 0);
+					const char *n = obj_str(cs, "name");
+					if (code == 0 || (cname && n && strcmp(cname, n)))
+						continue;
+					int in = code_in(vals, code);
+					if ((op && !strcmp(op, "NotIn")) ? !in : in) {
+						snprintf(msg, len,
+							 "Container %s for pod %s/%s failed with exit "
+							 "code %" PRId64 " matching %s rule at index %zu",
+							 n ? n : "", obj_ns(pod), obj_name(pod), code,
+							 action ? action : "", i);
+						return action;
+					}
+				}
+			}
+		}
+		size_t j;
+		json_t *pc;
+		json_array_foreach(json_object_get(rule, "onPodConditions"), j, pc)
+		{
+			const char *type = obj_str(pc, "type");
+			const char *want = obj_str(pc, "status");
+			json_t *c = type ? obj_condition(pod, type) : NULL;
+			const char *have = obj_str(c, "status");
+			if (c && have && !strcmp(have, want ? want : "True")) {
+				snprintf(msg, len,
+					 "Pod %s/%s has condition %s matching %s rule at index %zu",
+					 obj_ns(pod), obj_name(pod), type, action ? action : "", i);
+				return action;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* ---- one Job ---- */
+
+static void set_counter(json_t *st, const char *key, int64_t v)
+{
+	if (v)
+		json_object_set_new(st, key, json_integer(v));
+	else
+		json_object_del(st, key);
+}
+
+static void finish(struct ks *ks, json_t *nw, const char *type, const char *reason,
+		   const char *msg)
+{
+	obj_set_condition(nw, type, "True", reason, msg, 1);
+	if (!strcmp(type, "Complete")) {
+		char now[32];
+		obj_set_str(nw, "status.completionTime", obj_now(now, sizeof now));
+	}
+	(void)ks;
+}
+
+static void sync_job(struct jobctl *jc, const json_t *job)
+{
+	struct ks *ks = jc->ks;
+	int64_t now = clock_now_ms();
+	struct podkey *keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *keys);
+	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), keys, MAX_PODS_PER_JOB);
+	json_t *nw = json_deep_copy(job);
+	json_t *st = obj_child(nw, "status");
+	int64_t succeeded = obj_int(job, "status.succeeded", 0);
+	int64_t failed = obj_int(job, "status.failed", 0);
+	char target_reason[64] = "", target_msg[600] = "";
+	/* Count newly terminal pods once. */
+	for (size_t i = 0; i < np; i++) {
+		json_t *pod = get_pod(ks, &keys[i]);
+		if (!pod || !obj_pod_terminal(pod))
+			continue;
+		json_t *fin = obj_path(pod, "metadata.finalizers");
+		int tracked = 0;
+		size_t j;
+		json_t *f;
+		json_array_foreach(fin, j, f) tracked |= !strcmp(json_string_value(f) ? json_string_value(f) : "", TRACKING);
+		if (!tracked)
+			continue;
+		const char *phase = obj_str(pod, "status.phase");
+		if (!strcmp(phase, "Succeeded")) {
+			succeeded++;
+		} else {
+			char msg[600];
+			const char *action = match_policy(job, pod, msg, sizeof msg);
+			if (action && !strcmp(action, "Ignore")) {
+				/* not counted */
+			} else {
+				failed++;
+				failmark(jc, obj_uid(job), 1)->at_ms = now;
+				if (action && !strcmp(action, "FailJob") && !target_reason[0]) {
+					snprintf(target_reason, sizeof target_reason, "PodFailurePolicy");
+					snprintf(target_msg, sizeof target_msg, "%s", msg);
+				}
+			}
+		}
+		strip_finalizer(ks, pod);
+	}
+	set_counter(st, "succeeded", succeeded);
+	set_counter(st, "failed", failed);
+
+	int64_t active = 0, terminating = 0, ready = 0;
+	for (size_t i = 0; i < np; i++) {
+		json_t *pod = get_pod(ks, &keys[i]);
+		if (!pod || obj_pod_terminal(pod))
+			continue;
+		if (obj_deleting(pod)) {
+			terminating++;
+		} else {
+			active++;
+			ready += obj_condition_true(pod, "Ready");
+		}
+	}
+
+	int finished = obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed");
+	int64_t completions = obj_int(job, "spec.completions", 1);
+	int64_t parallelism = obj_int(job, "spec.parallelism", 1);
+	int suspended = obj_true(job, "spec.suspend");
+	const char *prp = obj_str(job, "spec.podReplacementPolicy");
+	int wait_terminal = prp && !strcmp(prp, "Failed");
+
+	if (!finished) {
+		json_t *ft = obj_condition(nw, "FailureTarget");
+		if (!ft || strcmp(obj_str(ft, "status") ? obj_str(ft, "status") : "", "True")) {
+			int64_t ads = obj_int(job, "spec.activeDeadlineSeconds", -1);
+			int64_t start;
+			if (!target_reason[0] && failed > obj_int(job, "spec.backoffLimit", 6)) {
+				snprintf(target_reason, sizeof target_reason, "BackoffLimitExceeded");
+				snprintf(target_msg, sizeof target_msg,
+					 "Job has reached the specified backoff limit");
+			} else if (!target_reason[0] && ads >= 0 && !suspended &&
+				   obj_time_ms(job, "status.startTime", &start) == 0 &&
+				   now - start >= ads * 1000) {
+				snprintf(target_reason, sizeof target_reason, "DeadlineExceeded");
+				snprintf(target_msg, sizeof target_msg,
+					 "Job was active longer than specified deadline");
+			}
+			if (target_reason[0]) {
+				obj_set_condition(nw, "FailureTarget", "True", target_reason,
+						  target_msg, 1);
+				log_info("jobctl", "failure_target", "job=%s/%s reason=%s",
+					 obj_ns(job), obj_name(job), target_reason);
+			}
+		}
+		ft = obj_condition(nw, "FailureTarget");
+		if (ft && !strcmp(obj_str(ft, "status") ? obj_str(ft, "status") : "", "True")) {
+			for (size_t i = 0; i < np; i++)
+				delete_pod(ks, job, &keys[i]);
+			active = 0;
+			/* Failed only once every pod has terminated (the 1.31+ sequencing). */
+			int left = 0;
+			for (size_t i = 0; i < np; i++) {
+				json_t *pod = get_pod(ks, &keys[i]);
+				left += pod && !obj_pod_terminal(pod);
+			}
+			if (!left) {
+				char reason[64], msg[600];
+				snprintf(reason, sizeof reason, "%s",
+					 obj_str(ft, "reason") ? obj_str(ft, "reason") : "Failed");
+				snprintf(msg, sizeof msg, "%s",
+					 obj_str(ft, "message") ? obj_str(ft, "message") : "");
+				finish(ks, nw, "Failed", reason, msg);
+				events_record(ks, job, "Warning", reason, msg, COMPONENT);
+			}
+		} else if (suspended) {
+			for (size_t i = 0; i < np; i++) {
+				json_t *pod = get_pod(ks, &keys[i]);
+				if (pod && !obj_pod_terminal(pod) && !obj_deleting(pod)) {
+					delete_pod(ks, job, &keys[i]);
+					terminating++;
+				}
+			}
+			active = 0;
+			if (!obj_condition_true(job, "Suspended")) {
+				obj_set_condition(nw, "Suspended", "True", "JobSuspended",
+						  "Job suspended", 1);
+				events_record(ks, job, "Normal", "Suspended", "Job suspended",
+					      COMPONENT);
+			}
+		} else {
+			char nowbuf[32];
+			if (obj_condition_true(job, "Suspended")) {
+				obj_set_condition(nw, "Suspended", "False", "JobResumed", "Job resumed",
+						  1);
+				events_record(ks, job, "Normal", "Resumed", "Job resumed", COMPONENT);
+				obj_set_str(nw, "status.startTime", obj_now(nowbuf, sizeof nowbuf));
+			}
+			if (!obj_str(nw, "status.startTime"))
+				obj_set_str(nw, "status.startTime", obj_now(nowbuf, sizeof nowbuf));
+			if (succeeded >= completions) {
+				obj_set_condition(nw, "SuccessCriteriaMet", "True", "CompletionsReached",
+						  "Reached expected number of succeeded pods", 1);
+				for (size_t i = 0; i < np; i++)
+					delete_pod(ks, job, &keys[i]);
+				if (active == 0 && terminating == 0) {
+					finish(ks, nw, "Complete", "CompletionsReached",
+					       "Reached expected number of succeeded pods");
+					events_record(ks, job, "Normal", "Completed", "Job completed",
+						      COMPONENT);
+				}
+				active = 0;
+			} else {
+				int64_t want = completions - succeeded;
+				if (want > parallelism)
+					want = parallelism;
+				int64_t have = active + (wait_terminal ? terminating : 0);
+				struct failmark *fm = failmark(jc, obj_uid(job), 0);
+				int64_t delay = 0;
+				if (failed > 0 && fm) {
+					delay = jc->ks->cfg.job_backoff_ms;
+					for (int64_t f = 1; f < failed && delay < BACKOFF_MAX_MS; f++)
+						delay *= 2;
+					if (delay > BACKOFF_MAX_MS)
+						delay = BACKOFF_MAX_MS;
+				}
+				if (want > have && (!fm || now - fm->at_ms >= delay)) {
+					for (int64_t c = 0; c < want - have; c++)
+						if (create_pod(ks, job) == 0)
+							active++;
+				}
+			}
+		}
+	} else {
+		for (size_t i = 0; i < np; i++)
+			delete_pod(ks, job, &keys[i]);
+		active = 0;
+	}
+	set_counter(st, "active", active);
+	json_object_set_new(st, "ready", json_integer(ready > active ? active : ready));
+	json_object_set_new(st, "terminating", json_integer(terminating));
+	if (!json_object_get(st, "uncountedTerminatedPods"))
+		json_object_set_new(st, "uncountedTerminatedPods", json_object());
+	gwb_free(keys);
+	if (json_equal(nw, job)) {
+		json_decref(nw);
+		return;
+	}
+	api_commit(ks, RES_JOBS, nw);
+}
+
+/* ttlSecondsAfterFinished: delete a finished Job (cascading) once its time is up. */
+static void ttl_check(struct ks *ks, const json_t *job)
+{
+	json_t *ttl = obj_path(job, "spec.ttlSecondsAfterFinished");
+	if (!json_is_integer(ttl) || obj_deleting(job))
+		return;
+	const char *type = obj_condition_true(job, "Complete") ? "Complete"
+			   : obj_condition_true(job, "Failed") ? "Failed" : NULL;
+	if (!type)
+		return;
+	int64_t at;
+	if (obj_time_ms(obj_condition(job, type), "lastTransitionTime", &at) < 0)
+		return;
+	if (clock_now_ms() < at + (int64_t)json_integer_value(ttl) * 1000)
+		return;
+	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	o.propagation = "Background";
+	struct kerr e = { 0 };
+	json_t *out = NULL;
+	int gone = 0;
+	char ns[256], name[256];
+	snprintf(ns, sizeof ns, "%s", obj_ns(job));
+	snprintf(name, sizeof name, "%s", obj_name(job));
+	api_delete(ks, res_get(RES_JOBS), ns, name, &o, &out, &gone, &e);
+	json_decref(out);
+	kerr_clear(&e);
+}
+
+/* ---- garbage collection ---- */
+
+static int has_finalizer(const json_t *o, const char *name)
+{
+	size_t i;
+	json_t *f;
+	json_array_foreach(obj_path(o, "metadata.finalizers"), i, f)
+	{
+		if (json_is_string(f) && !strcmp(json_string_value(f), name))
+			return 1;
+	}
+	return 0;
+}
+
+static void remove_job_finalizer(struct ks *ks, const json_t *job, const char *name)
+{
+	json_t *nw = json_deep_copy(job);
+	obj_remove_finalizer(nw, name);
+	api_commit(ks, RES_JOBS, nw);
+}
+
+/* A Job being deleted with the orphan or foregroundDeletion finalizer. */
+static void gc_deleting_job(struct jobctl *jc, const json_t *job)
+{
+	struct ks *ks = jc->ks;
+	struct podkey *keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *keys);
+	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), keys, MAX_PODS_PER_JOB);
+	if (has_finalizer(job, "orphan")) {
+		for (size_t i = 0; i < np; i++) {
+			json_t *pod = get_pod(ks, &keys[i]);
+			if (!pod)
+				continue;
+			json_t *nw = json_deep_copy(pod);
+			json_object_del(obj_path(nw, "metadata"), "ownerReferences");
+			obj_remove_finalizer(nw, TRACKING);
+			api_commit(ks, RES_PODS, nw);
+		}
+		remove_job_finalizer(ks, job, "orphan");
+		log_info("jobctl", "job_orphaned_pods", "job=%s/%s pods=%zu", obj_ns(job),
+			 obj_name(job), np);
+	} else if (has_finalizer(job, "foregroundDeletion")) {
+		for (size_t i = 0; i < np; i++)
+			delete_pod(ks, NULL, &keys[i]);
+		if (np == 0)
+			remove_job_finalizer(ks, job, "foregroundDeletion");
+	}
+	gwb_free(keys);
+}
+
+/* Pods whose controlling Job no longer exists: Background propagation deletes them; the
+ * tracking finalizer is stripped from every such pod. */
+static void gc_pods(struct ks *ks)
+{
+	json_t **pods = NULL;
+	size_t n = store_list(ks->store, RES_PODS, NULL, &pods);
+	struct podkey *dead = gwb_calloc(n ? n : 1, sizeof *dead);
+	size_t nd = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *owner = obj_controller_uid(pods[i], "Job");
+		if (!owner)
+			continue;
+		int alive = 0;
+		json_t **jobs = NULL;
+		size_t nj = store_list(ks->store, RES_JOBS, obj_ns(pods[i]), &jobs);
+		for (size_t j = 0; j < nj; j++)
+			alive |= !strcmp(obj_uid(jobs[j]), owner);
+		gwb_free(jobs);
+		if (alive)
+			continue;
+		snprintf(dead[nd].ns, sizeof dead[nd].ns, "%s", obj_ns(pods[i]));
+		snprintf(dead[nd].name, sizeof dead[nd].name, "%s", obj_name(pods[i]));
+		nd++;
+	}
+	gwb_free(pods);
+	for (size_t i = 0; i < nd; i++) {
+		json_t *pod = get_pod(ks, &dead[i]);
+		if (!pod)
+			continue;
+		strip_finalizer(ks, pod);
+		pod = get_pod(ks, &dead[i]);
+		if (pod && !obj_deleting(pod)) {
+			struct api_delete_opts o = API_DELETE_OPTS_INIT;
+			struct kerr e = { 0 };
+			json_t *out = NULL;
+			int gone = 0;
+			api_delete(ks, res_get(RES_PODS), dead[i].ns, dead[i].name, &o, &out, &gone,
+				   &e);
+			json_decref(out);
+			kerr_clear(&e);
+			log_info("jobctl", "gc_pod", "pod=%s/%s", dead[i].ns, dead[i].name);
+		}
+	}
+	gwb_free(dead);
+}
+
+/* Namespaces being deleted: remove their content, then the namespace. */
+static void gc_namespaces(struct ks *ks)
+{
+	json_t **nss = NULL;
+	size_t n = store_list(ks->store, RES_NAMESPACES, NULL, &nss);
+	char (*names)[256] = gwb_calloc(n ? n : 1, sizeof *names);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (obj_deleting(nss[i]))
+			snprintf(names[k++], 256, "%s", obj_name(nss[i]));
+	gwb_free(nss);
+	for (size_t i = 0; i < k; i++) {
+		size_t left = 0;
+		const enum res_id kinds[] = { RES_JOBS, RES_PODS, RES_EVENTS };
+		for (size_t r = 0; r < 3; r++) {
+			json_t **objs = NULL;
+			size_t no = store_list(ks->store, kinds[r], names[i], &objs);
+			struct podkey *keys = gwb_calloc(no ? no : 1, sizeof *keys);
+			for (size_t j = 0; j < no; j++) {
+				snprintf(keys[j].ns, 256, "%s", obj_ns(objs[j]));
+				snprintf(keys[j].name, 256, "%s", obj_name(objs[j]));
+			}
+			gwb_free(objs);
+			left += no;
+			for (size_t j = 0; j < no; j++) {
+				json_t *o = store_get(ks->store, kinds[r], keys[j].ns, keys[j].name);
+				if (!o || obj_deleting(o))
+					continue;
+				struct api_delete_opts opt = API_DELETE_OPTS_INIT;
+				opt.propagation = "Background";
+				struct kerr e = { 0 };
+				json_t *out = NULL;
+				int gone = 0;
+				api_delete(ks, res_get(kinds[r]), keys[j].ns, keys[j].name, &opt, &out,
+					   &gone, &e);
+				json_decref(out);
+				kerr_clear(&e);
+			}
+			gwb_free(keys);
+		}
+		if (left == 0) {
+			json_t *ns = store_get(ks->store, RES_NAMESPACES, NULL, names[i]);
+			if (ns) {
+				json_t *nw = json_deep_copy(ns);
+				obj_remove_finalizer(nw, "kubesim.io/namespace-content");
+				api_commit(ks, RES_NAMESPACES, nw);
+			}
+		}
+	}
+	gwb_free(names);
+}
+
+void jobctl_sync(struct jobctl *jc)
+{
+	struct ks *ks = jc->ks;
+	json_t **jobs = NULL;
+	size_t n = store_list(ks->store, RES_JOBS, NULL, &jobs);
+	struct podkey *keys = gwb_calloc(n ? n : 1, sizeof *keys);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(keys[i].ns, 256, "%s", obj_ns(jobs[i]));
+		snprintf(keys[i].name, 256, "%s", obj_name(jobs[i]));
+	}
+	gwb_free(jobs);
+	for (size_t i = 0; i < n; i++) {
+		json_t *job = store_get(ks->store, RES_JOBS, keys[i].ns, keys[i].name);
+		if (!job)
+			continue;
+		if (obj_deleting(job)) {
+			gc_deleting_job(jc, job);
+			continue;
+		}
+		sync_job(jc, job);
+		job = store_get(ks->store, RES_JOBS, keys[i].ns, keys[i].name);
+		if (job)
+			ttl_check(ks, job);
+	}
+	gwb_free(keys);
+	gc_pods(ks);
+	gc_namespaces(ks);
+	/* Forget back-off marks of Jobs that are gone. */
+	for (struct failmark **pp = &jc->fails; *pp;) {
+		struct failmark *f = *pp;
+		int alive = 0;
+		json_t **all = NULL;
+		size_t m = store_list(ks->store, RES_JOBS, NULL, &all);
+		for (size_t i = 0; i < m; i++)
+			alive |= !strcmp(obj_uid(all[i]), f->uid);
+		gwb_free(all);
+		if (alive) {
+			pp = &f->next;
+		} else {
+			*pp = f->next;
+			gwb_free(f);
+		}
+	}
+}

@@ -1,8 +1,903 @@
+/* Kubelet: containers are child processes in their own sessions (kill() goes to the process
+ * group), started with fork/exec from the loop (exec failures come back through a CLOEXEC
+ * pipe), reaped from a SIGCHLD event. Pod state is reconciled level-triggered from the store:
+ *
+ *   container:  RUNNING --exit--> EXITED
+ *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
+ *
+ * A container of a pod that vanished from the store is stopped the same way with a 2 s grace. */
 #include "tools/kubesim/kubelet.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "lib/alloc.h"
-struct kubelet { struct ks *ks; };
-struct kubelet *kubelet_new(struct ks *ks) { struct kubelet *k = gwb_calloc(1, sizeof *k); k->ks = ks; return k; }
-void kubelet_free(struct kubelet *k) { gwb_free(k); }
-void kubelet_sync(struct kubelet *k) { (void)k; }
-int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *c, char *buf, size_t len) { (void)k;(void)pod;(void)c;(void)buf;(void)len; return -1; }
-int kubelet_running(const struct kubelet *k) { (void)k; return 0; }
+#include "lib/clock.h"
+#include "lib/devalloc.h"
+#include "lib/log.h"
+#include "lib/podinfo.h"
+#include "tools/kubesim/api.h"
+#include "tools/kubesim/events.h"
+#include "tools/kubesim/faults.h"
+#include "tools/kubesim/obj.h"
+#include "tools/kubesim/store.h"
+
+/* Grace for containers whose pod disappeared (force deletion). */
+#define ORPHAN_GRACE_MS 2000
+/* Crash-loop back-off cap for restartPolicy OnFailure/Always. */
+#define RESTART_BACKOFF_MAX_MS 300000
+#define HAMI_LIBRARY "/usr/local/vgpu/libvgpu.so"
+#define MAX_ENV 256
+#define MAX_ARGS 64
+
+enum cstate { C_RUNNING, C_TERMINATING, C_EXITED };
+
+struct proc {
+	char uid[40];
+	char ns[256], pod[256];
+	char container[64];
+	pid_t pid;
+	enum cstate state;
+	int status;          /* waitpid status once EXITED */
+	int start_error;     /* exec failed: errno */
+	int64_t started_ms, finished_ms;
+	int64_t kill_at_ms;  /* SIGKILL deadline while TERMINATING */
+	int sigkilled;
+	int restarts;
+	int reported;        /* terminal state written to the pod */
+	struct proc *next;
+};
+
+struct kubelet {
+	struct ks *ks;
+	struct event *sigchld;
+	struct proc *procs;
+	unsigned ip_seq;
+};
+
+static const char *cstate_name(enum cstate s)
+{
+	switch (s) {
+	case C_RUNNING: return "running";
+	case C_TERMINATING: return "terminating";
+	case C_EXITED: return "exited";
+	}
+	return "?";
+}
+
+static struct proc *find_proc(struct kubelet *k, const char *uid, const char *container)
+{
+	for (struct proc *p = k->procs; p; p = p->next)
+		if (!strcmp(p->uid, uid) && !strcmp(p->container, container))
+			return p;
+	return NULL;
+}
+
+static void reap(struct kubelet *k)
+{
+	for (;;) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid <= 0)
+			break;
+		for (struct proc *p = k->procs; p; p = p->next) {
+			if (p->pid != pid || p->state == C_EXITED)
+				continue;
+			p->state = C_EXITED;
+			p->status = st;
+			p->finished_ms = clock_now_ms();
+			log_info("kubelet", "container_exited", "pod=%s/%s container=%s pid=%d status=%d",
+				 p->ns, p->pod, p->container, (int)pid,
+				 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		}
+	}
+}
+
+static void sigchld_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct kubelet *k = arg;
+	reap(k);
+	ks_kick(k->ks);
+}
+
+struct kubelet *kubelet_new(struct ks *ks)
+{
+	struct kubelet *k = gwb_calloc(1, sizeof *k);
+	k->ks = ks;
+	k->sigchld = evsignal_new(ks->base, SIGCHLD, sigchld_cb, k);
+	evsignal_add(k->sigchld, NULL);
+	return k;
+}
+
+void kubelet_free(struct kubelet *k)
+{
+	if (!k)
+		return;
+	for (struct proc *p = k->procs; p; p = p->next)
+		if (p->state != C_EXITED && p->pid > 0)
+			kill(-p->pid, SIGKILL);
+	for (struct proc *p = k->procs; p; p = p->next)
+		if (p->state != C_EXITED && p->pid > 0)
+			waitpid(p->pid, NULL, 0);
+	while (k->procs) {
+		struct proc *p = k->procs;
+		k->procs = p->next;
+		gwb_free(p);
+	}
+	event_free(k->sigchld);
+	gwb_free(k);
+}
+
+int kubelet_running(const struct kubelet *k)
+{
+	int n = 0;
+	for (const struct proc *p = k->procs; p; p = p->next)
+		n += p->state != C_EXITED;
+	return n;
+}
+
+static void pod_dir(const struct kubelet *k, const char *uid, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/pods/%s", k->ks->cfg.state_dir, uid);
+}
+
+int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *container, char *buf,
+		     size_t len)
+{
+	char dir[PATH_MAX];
+	pod_dir(k, obj_uid(pod), dir, sizeof dir);
+	snprintf(buf, len, "%s/%s.log", dir, container);
+	struct stat st;
+	return stat(buf, &st) == 0 ? 0 : -1;
+}
+
+static int mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Writes data atomically (temp file + rename), as the kubelet's atomic writer does. */
+static int write_file(const char *path, const char *data, size_t len)
+{
+	char tmp[PATH_MAX + 8];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	if (!f)
+		return -1;
+	size_t n = fwrite(data, 1, len, f);
+	if (fclose(f) != 0 || n != len) {
+		unlink(tmp);
+		return -1;
+	}
+	return rename(tmp, path);
+}
+
+/* ---- downward API ---- */
+
+static char *map_file(const json_t *map)
+{
+	size_t n = json_object_size(map);
+	const char **keys = gwb_calloc(n ? n : 1, sizeof *keys);
+	const char **vals = gwb_calloc(n ? n : 1, sizeof *vals);
+	size_t i = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)map, k, v)
+	{
+		if (!json_is_string(v))
+			continue;
+		keys[i] = k;
+		vals[i++] = json_string_value(v);
+	}
+	char *out = podinfo_format(keys, vals, i);
+	gwb_free(keys);
+	gwb_free(vals);
+	return out;
+}
+
+/* The value a fieldRef names, in a gwb_malloc'd string (NULL when unsupported). */
+static char *field_ref(const json_t *pod, const char *path)
+{
+	char key[256];
+	if (!strcmp(path, "metadata.annotations"))
+		return map_file(obj_path(pod, "metadata.annotations"));
+	if (!strcmp(path, "metadata.labels"))
+		return map_file(obj_path(pod, "metadata.labels"));
+	if (sscanf(path, "metadata.annotations['%255[^']']", key) == 1) {
+		const char *v = obj_annotation(pod, key);
+		return gwb_strdup(v ? v : "");
+	}
+	if (sscanf(path, "metadata.labels['%255[^']']", key) == 1) {
+		const char *v = obj_label(pod, key);
+		return gwb_strdup(v ? v : "");
+	}
+	static const struct {
+		const char *field, *path;
+	} simple[] = { { "metadata.name", "metadata.name" },
+		       { "metadata.namespace", "metadata.namespace" },
+		       { "metadata.uid", "metadata.uid" },
+		       { "spec.nodeName", "spec.nodeName" },
+		       { "spec.serviceAccountName", "spec.serviceAccountName" },
+		       { "status.hostIP", "status.hostIP" },
+		       { "status.podIP", "status.podIP" } };
+	for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
+		if (!strcmp(path, simple[i].field)) {
+			const char *v = obj_str(pod, simple[i].path);
+			return gwb_strdup(v ? v : "");
+		}
+	return NULL;
+}
+
+/* Writes every downwardAPI volume of the pod under <poddir>/volumes/<name>/. */
+static void write_downward(struct kubelet *k, const json_t *pod)
+{
+	char dir[PATH_MAX];
+	pod_dir(k, obj_uid(pod), dir, sizeof dir);
+	size_t i;
+	json_t *vol;
+	json_array_foreach(obj_path(pod, "spec.volumes"), i, vol)
+	{
+		json_t *items = obj_path(vol, "downwardAPI.items");
+		const char *vname = obj_str(vol, "name");
+		if (!json_is_array(items) || !vname)
+			continue;
+		char vdir[PATH_MAX + 300];
+		snprintf(vdir, sizeof vdir, "%s/volumes/%s", dir, vname);
+		mkdirs(vdir);
+		size_t j;
+		json_t *it;
+		json_array_foreach(items, j, it)
+		{
+			const char *path = obj_str(it, "path");
+			const char *fp = obj_str(it, "fieldRef.fieldPath");
+			if (!path || !fp || strstr(path, ".."))
+				continue;
+			char *val = field_ref(pod, fp);
+			if (!val)
+				continue;
+			char file[PATH_MAX + 600];
+			snprintf(file, sizeof file, "%s/%s", vdir, path);
+			char *slash = strrchr(file, '/');
+			if (slash) {
+				*slash = '\0';
+				mkdirs(file);
+				*slash = '/';
+			}
+			/* Only rewrite on change: readers may poll the file. */
+			FILE *f = fopen(file, "rb");
+			int same = 0;
+			if (f) {
+				char buf[65536];
+				size_t n = fread(buf, 1, sizeof buf, f);
+				fclose(f);
+				same = n == strlen(val) && !memcmp(buf, val, n);
+			}
+			if (!same)
+				write_file(file, val, strlen(val));
+			gwb_free(val);
+		}
+	}
+}
+
+/* Host path of a container path that lies in a downwardAPI volume mount, or "" when not. */
+static void host_path_of(struct kubelet *k, const json_t *pod, const json_t *ctr,
+			 const char *cpath, char *out, size_t len)
+{
+	out[0] = '\0';
+	char dir[PATH_MAX];
+	pod_dir(k, obj_uid(pod), dir, sizeof dir);
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m)
+	{
+		const char *mp = obj_str(m, "mountPath"), *vn = obj_str(m, "name");
+		if (!mp || !vn)
+			continue;
+		size_t ml = strlen(mp);
+		while (ml > 1 && mp[ml - 1] == '/')
+			ml--;
+		if (strncmp(cpath, mp, ml) || (cpath[ml] != '/' && cpath[ml] != '\0'))
+			continue;
+		snprintf(out, len, "%s/volumes/%s%s", dir, vn, cpath + ml);
+		return;
+	}
+}
+
+/* The annotations file of a container's downwardAPI mount, as a container path, or NULL. */
+static int annotations_mount(const json_t *pod, const json_t *ctr, char *out, size_t len)
+{
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m)
+	{
+		const char *vn = obj_str(m, "name"), *mp = obj_str(m, "mountPath");
+		size_t j;
+		json_t *vol;
+		json_array_foreach(obj_path(pod, "spec.volumes"), j, vol)
+		{
+			const char *name = obj_str(vol, "name");
+			if (!vn || !mp || !name || strcmp(name, vn))
+				continue;
+			size_t q;
+			json_t *it;
+			json_array_foreach(obj_path(vol, "downwardAPI.items"), q, it)
+			{
+				const char *fp = obj_str(it, "fieldRef.fieldPath");
+				const char *path = obj_str(it, "path");
+				if (fp && path && !strcmp(fp, "metadata.annotations")) {
+					snprintf(out, len, "%s/%s", mp, path);
+					return 1;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- environment ---- */
+
+struct envb {
+	int n;
+	char *v[MAX_ENV];
+};
+
+static void env_set(struct envb *e, const char *name, const char *value)
+{
+	size_t nl = strlen(name);
+	char *kv = gwb_malloc(nl + strlen(value) + 2);
+	memcpy(kv, name, nl);
+	kv[nl] = '=';
+	memcpy(kv + nl + 1, value, strlen(value) + 1);
+	for (int i = 0; i < e->n; i++)
+		if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=') {
+			gwb_free(e->v[i]);
+			e->v[i] = kv;
+			return;
+		}
+	if (e->n < MAX_ENV - 1)
+		e->v[e->n++] = kv;
+	else
+		gwb_free(kv);
+	e->v[e->n] = NULL;
+}
+
+static const char *env_get(const struct envb *e, const char *name)
+{
+	size_t nl = strlen(name);
+	for (int i = 0; i < e->n; i++)
+		if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=')
+			return e->v[i] + nl + 1;
+	return NULL;
+}
+
+static void env_free(struct envb *e)
+{
+	for (int i = 0; i < e->n; i++)
+		gwb_free(e->v[i]);
+	e->n = 0;
+}
+
+/* The env koordlet's GPU hook injects (koordinator.md §5.1). */
+static void gpu_env(const json_t *pod, struct envb *e)
+{
+	const char *ann = obj_annotation(pod, DEVALLOC_ANNOTATION);
+	struct devalloc a;
+	if (!ann || devalloc_parse(ann, strlen(ann), &a, NULL, 0) < 0 || a.ncards == 0)
+		return;
+	char minors[256] = "";
+	size_t o = 0;
+	for (int i = 0; i < a.ncards && o < sizeof minors; i++)
+		o += (size_t)snprintf(minors + o, sizeof minors - o, "%s%d", i ? "," : "",
+				      a.cards[i].minor);
+	env_set(e, "NVIDIA_VISIBLE_DEVICES", minors);
+	const char *iso = obj_label(pod, "koordinator.sh/gpu-isolation-provider");
+	if (!iso || strcmp(iso, "HAMi-core") || !a.cards[0].has_ratio || a.cards[0].ratio >= 100)
+		return;
+	char buf[32];
+	snprintf(buf, sizeof buf, "%" PRId64, a.cards[0].mem_bytes);
+	env_set(e, "CUDA_DEVICE_MEMORY_LIMIT", buf);
+	if (a.cards[0].has_core) {
+		snprintf(buf, sizeof buf, "%" PRId64, a.cards[0].core);
+		env_set(e, "CUDA_DEVICE_SM_LIMIT", buf);
+	}
+	/* Never preload a library that is not there: HAMi-core is installed by a DaemonSet. */
+	if (access(HAMI_LIBRARY, R_OK) == 0)
+		env_set(e, "LD_PRELOAD", HAMI_LIBRARY);
+}
+
+static void build_env(struct kubelet *k, const json_t *pod, const json_t *ctr, struct envb *e)
+{
+	const char *path = getenv("PATH");
+	env_set(e, "PATH", path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	env_set(e, "HOSTNAME", obj_name(pod));
+	char dir[PATH_MAX];
+	pod_dir(k, obj_uid(pod), dir, sizeof dir);
+	env_set(e, "HOME", dir);
+	size_t i;
+	json_t *ev;
+	json_array_foreach(json_object_get(ctr, "env"), i, ev)
+	{
+		const char *name = obj_str(ev, "name");
+		if (!name)
+			continue;
+		const char *val = obj_str(ev, "value");
+		const char *fp = obj_str(ev, "valueFrom.fieldRef.fieldPath");
+		if (fp) {
+			char *v = field_ref(pod, fp);
+			if (v) {
+				env_set(e, name, v);
+				gwb_free(v);
+			}
+		} else {
+			env_set(e, name, val ? val : "");
+		}
+	}
+	gpu_env(pod, e);
+	/* The downward-API annotations file, at its host path (no mount namespaces here). */
+	char cpath[PATH_MAX], hpath[PATH_MAX + 700];
+	const char *given = env_get(e, "GWB_ANNOTATIONS_FILE");
+	if (given) {
+		host_path_of(k, pod, ctr, given, hpath, sizeof hpath);
+		if (hpath[0])
+			env_set(e, "GWB_ANNOTATIONS_FILE", hpath);
+	} else if (annotations_mount(pod, ctr, cpath, sizeof cpath)) {
+		host_path_of(k, pod, ctr, cpath, hpath, sizeof hpath);
+		if (hpath[0])
+			env_set(e, "GWB_ANNOTATIONS_FILE", hpath);
+	}
+}
+
+/* ---- processes ---- */
+
+static void close_from(int lowfd)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+		return;
+#endif
+	long max = sysconf(_SC_OPEN_MAX);
+	for (int fd = lowfd; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+		close(fd);
+}
+
+/* Starts one container. Returns the pid, or -1 with *err the exec errno. */
+static pid_t spawn(const char *dir, const char *log, char *const *argv, char *const *envp,
+		   int *err)
+{
+	int pfd[2];
+	*err = 0;
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		*err = errno;
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		*err = errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		/* Child: only async-signal-safe calls from here. */
+		setsid();
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_DFL);
+		int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (lfd >= 0) {
+			dup2(lfd, 1);
+			dup2(lfd, 2);
+		}
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (pfd[1] != 3) {
+			dup2(pfd[1], 3);
+			fcntl(3, F_SETFD, FD_CLOEXEC);
+		}
+		close_from(4);
+		if (chdir(dir) < 0) {
+			/* keep going: the working directory is a convenience */
+		}
+		execve(argv[0], argv, envp);
+		int e = errno;
+		ssize_t w = write(3, &e, sizeof e);
+		(void)w;
+		_exit(127);
+	}
+	close(pfd[1]);
+	int e = 0;
+	ssize_t n;
+	do
+		n = read(pfd[0], &e, sizeof e);
+	while (n < 0 && errno == EINTR);
+	close(pfd[0]);
+	if (n == (ssize_t)sizeof e) {
+		*err = e;
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
+static void start_container(struct kubelet *k, const json_t *pod, const json_t *ctr,
+			    struct proc *p)
+{
+	char dir[PATH_MAX], log[PATH_MAX + 80];
+	pod_dir(k, obj_uid(pod), dir, sizeof dir);
+	mkdirs(dir);
+	write_downward(k, pod);
+	snprintf(log, sizeof log, "%s/%s.log", dir, p->container);
+	struct envb env = { 0 };
+	build_env(k, pod, ctr, &env);
+	char *argv[MAX_ARGS + 2];
+	int argc = 0;
+	argv[argc++] = k->ks->cfg.worker;
+	size_t i;
+	json_t *a;
+	json_array_foreach(json_object_get(ctr, "args"), i, a)
+	{
+		if (argc < MAX_ARGS && json_is_string(a))
+			argv[argc++] = (char *)json_string_value(a);
+	}
+	argv[argc] = NULL;
+	int err;
+	p->pid = spawn(dir, log, argv, env.v, &err);
+	p->started_ms = clock_now_ms();
+	if (p->pid < 0) {
+		p->state = C_EXITED;
+		p->start_error = err ? err : EIO;
+		p->finished_ms = p->started_ms;
+		FILE *f = fopen(log, "a");
+		if (f) {
+			fprintf(f, "kubesim: exec %s: %s\n", argv[0], strerror(p->start_error));
+			fclose(f);
+		}
+		log_warn("kubelet", "start_failed", "pod=%s/%s container=%s worker=%s err=%s",
+			 p->ns, p->pod, p->container, log_q(argv[0]), strerror(p->start_error));
+	} else {
+		p->state = C_RUNNING;
+		log_info("kubelet", "container_started", "pod=%s/%s container=%s pid=%d", p->ns,
+			 p->pod, p->container, (int)p->pid);
+	}
+	env_free(&env);
+}
+
+/* ---- status ---- */
+
+static int exit_code(const struct proc *p)
+{
+	if (p->start_error)
+		return 128;
+	if (WIFEXITED(p->status))
+		return WEXITSTATUS(p->status);
+	if (WIFSIGNALED(p->status))
+		return 128 + WTERMSIG(p->status);
+	return 1;
+}
+
+static json_t *container_status(const struct proc *p, const json_t *ctr)
+{
+	char ts[32], fin[32], cid[64];
+	clock_fmt_rfc3339(p->started_ms, ts, sizeof ts);
+	snprintf(cid, sizeof cid, "kubesim://%d", (int)(p->pid > 0 ? p->pid : 0));
+	const char *image = obj_str(ctr, "image");
+	json_t *state;
+	int running = p->state != C_EXITED;
+	if (running) {
+		state = json_pack("{s:{s:s}}", "running", "startedAt", ts);
+	} else {
+		clock_fmt_rfc3339(p->finished_ms, fin, sizeof fin);
+		int code = exit_code(p);
+		json_t *t = json_pack("{s:i, s:s, s:s, s:s, s:s}", "exitCode", code, "reason",
+				      p->start_error ? "StartError" : code == 0 ? "Completed" : "Error",
+				      "startedAt", ts, "finishedAt", fin, "containerID", cid);
+		if (p->start_error) {
+			char msg[300];
+			snprintf(msg, sizeof msg, "failed to start container: exec: %s",
+				 strerror(p->start_error));
+			json_object_set_new(t, "message", json_string(msg));
+		}
+		state = json_pack("{s:o}", "terminated", t);
+	}
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:i, s:o, s:{}}", "name", p->container,
+			 "image", image ? image : "", "imageID", image ? image : "", "containerID",
+			 cid, "ready", running, "started", running, "restartCount", p->restarts,
+			 "state", state, "lastState");
+}
+
+/* Writes the pod's status from its processes. Returns 1 when the pod became terminal. */
+static int write_status(struct kubelet *k, const json_t *pod)
+{
+	json_t *nw = json_deep_copy(pod);
+	json_t *st = obj_child(nw, "status");
+	json_t *statuses = json_array();
+	int all_exited = 1, any_failed = 0, any = 0;
+	int64_t start = 0;
+	size_t i;
+	json_t *ctr;
+	json_array_foreach(obj_path(pod, "spec.containers"), i, ctr)
+	{
+		struct proc *p = find_proc(k, obj_uid(pod), obj_str(ctr, "name"));
+		if (!p)
+			continue;
+		any = 1;
+		if (!start || p->started_ms < start)
+			start = p->started_ms;
+		json_array_append_new(statuses, container_status(p, ctr));
+		if (p->state != C_EXITED)
+			all_exited = 0;
+		else if (exit_code(p) != 0)
+			any_failed = 1;
+	}
+	if (!any) {
+		json_decref(statuses);
+		json_decref(nw);
+		return 0;
+	}
+	json_object_set_new(st, "containerStatuses", statuses);
+	char ts[32];
+	if (!json_object_get(st, "startTime"))
+		json_object_set_new(st, "startTime",
+				    json_string(clock_fmt_rfc3339(start, ts, sizeof ts)));
+	if (!json_object_get(st, "podIP")) {
+		char ip[32];
+		k->ip_seq++;
+		snprintf(ip, sizeof ip, "10.244.0.%u", 2 + (k->ip_seq % 250));
+		json_object_set_new(st, "podIP", json_string(ip));
+		json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", ip));
+		json_object_set_new(st, "hostIP", json_string("127.0.0.1"));
+		json_object_set_new(st, "hostIPs", json_pack("[{s:s}]", "ip", "127.0.0.1"));
+	}
+	int terminal = all_exited;
+	if (terminal) {
+		const char *phase = any_failed ? "Failed" : "Succeeded";
+		json_object_set_new(st, "phase", json_string(phase));
+		obj_set_condition(nw, "PodReadyToStartContainers", "False", NULL, NULL, 0);
+		obj_set_condition(nw, "Initialized", "True", "PodCompleted", NULL, 0);
+		obj_set_condition(nw, "Ready", "False", "PodCompleted", NULL, 0);
+		obj_set_condition(nw, "ContainersReady", "False", "PodCompleted", NULL, 0);
+	} else {
+		json_object_set_new(st, "phase", json_string("Running"));
+		obj_set_condition(nw, "PodReadyToStartContainers", "True", NULL, NULL, 0);
+		obj_set_condition(nw, "Initialized", "True", NULL, NULL, 0);
+		obj_set_condition(nw, "Ready", "True", NULL, NULL, 0);
+		obj_set_condition(nw, "ContainersReady", "True", NULL, NULL, 0);
+	}
+	api_commit(k->ks, RES_PODS, nw);
+	return terminal;
+}
+
+static void final_delete(struct kubelet *k, const json_t *pod)
+{
+	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	o.grace = 0;
+	o.uid = obj_uid(pod);
+	struct kerr e = { 0 };
+	json_t *out = NULL;
+	int gone = 0;
+	char ns[256], name[256];
+	snprintf(ns, sizeof ns, "%s", obj_ns(pod));
+	snprintf(name, sizeof name, "%s", obj_name(pod));
+	api_delete(k->ks, res_get(RES_PODS), ns, name, &o, &out, &gone, &e);
+	json_decref(out);
+	kerr_clear(&e);
+}
+
+static void stop_proc(struct kubelet *k, struct proc *p, int64_t deadline_ms, const json_t *pod)
+{
+	if (p->state == C_RUNNING) {
+		p->state = C_TERMINATING;
+		p->kill_at_ms = deadline_ms;
+		kill(-p->pid, SIGTERM);
+		log_info("kubelet", "container_sigterm", "pod=%s/%s container=%s pid=%d", p->ns,
+			 p->pod, p->container, (int)p->pid);
+		if (pod) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "Stopping container %s", p->container);
+			events_record(k->ks, pod, "Normal", "Killing", msg, "kubelet");
+		}
+	}
+	if (p->state == C_TERMINATING && !p->sigkilled && clock_now_ms() >= p->kill_at_ms) {
+		p->sigkilled = 1;
+		kill(-p->pid, SIGKILL);
+		log_info("kubelet", "container_sigkill", "pod=%s/%s container=%s pid=%d", p->ns,
+			 p->pod, p->container, (int)p->pid);
+	}
+}
+
+static struct proc *new_proc(struct kubelet *k, const json_t *pod, const char *container)
+{
+	struct proc *p = gwb_calloc(1, sizeof *p);
+	snprintf(p->uid, sizeof p->uid, "%s", obj_uid(pod));
+	snprintf(p->ns, sizeof p->ns, "%s", obj_ns(pod));
+	snprintf(p->pod, sizeof p->pod, "%s", obj_name(pod));
+	snprintf(p->container, sizeof p->container, "%s", container);
+	p->next = k->procs;
+	k->procs = p;
+	return p;
+}
+
+/* Pods that are running their containers: start missing ones, restart per policy. */
+static void run_pod(struct kubelet *k, const json_t *pod)
+{
+	const char *policy = obj_str(pod, "spec.restartPolicy");
+	int started = 0;
+	size_t i;
+	json_t *ctr;
+	json_array_foreach(obj_path(pod, "spec.containers"), i, ctr)
+	{
+		const char *name = obj_str(ctr, "name");
+		if (!name)
+			continue;
+		struct proc *p = find_proc(k, obj_uid(pod), name);
+		if (!p) {
+			p = new_proc(k, pod, name);
+			start_container(k, pod, ctr, p);
+			started = 1;
+			char msg[600];
+			snprintf(msg, sizeof msg, "Started container %s", name);
+			events_record(k->ks, pod, p->start_error ? "Warning" : "Normal",
+				      p->start_error ? "Failed" : "Started",
+				      p->start_error ? "Error: failed to start container" : msg,
+				      "kubelet");
+			continue;
+		}
+		int restart = policy && p->state == C_EXITED &&
+			      (!strcmp(policy, "Always") ||
+			       (!strcmp(policy, "OnFailure") && exit_code(p) != 0));
+		if (restart) {
+			int64_t backoff = k->ks->cfg.job_backoff_ms << (p->restarts < 16 ? p->restarts : 16);
+			if (backoff > RESTART_BACKOFF_MAX_MS)
+				backoff = RESTART_BACKOFF_MAX_MS;
+			if (clock_now_ms() - p->finished_ms >= backoff) {
+				p->restarts++;
+				p->status = 0;
+				p->start_error = 0;
+				p->sigkilled = 0;
+				start_container(k, pod, ctr, p);
+				started = 1;
+			}
+		}
+	}
+	if (started || !obj_pod_terminal(pod))
+		write_downward(k, pod);
+	int restarting = policy && strcmp(policy, "Never") != 0;
+	if (!restarting || started) {
+		write_status(k, pod);
+		return;
+	}
+	/* With restarts, the pod ends only for OnFailure when every container succeeded. */
+	int all_ok = 1;
+	json_array_foreach(obj_path(pod, "spec.containers"), i, ctr)
+	{
+		struct proc *p = find_proc(k, obj_uid(pod), obj_str(ctr, "name"));
+		all_ok &= p && p->state == C_EXITED && exit_code(p) == 0;
+	}
+	if (all_ok && !strcmp(policy, "OnFailure"))
+		write_status(k, pod);
+	else {
+		json_t *cur = store_get(k->ks->store, RES_PODS, obj_ns(pod), obj_name(pod));
+		if (cur && !obj_str(cur, "status.startTime"))
+			write_status(k, cur);
+		else if (cur) {
+			/* Keep the Running phase; refresh container states. */
+			json_t *nw = json_deep_copy(cur);
+			json_t *statuses = json_array();
+			json_array_foreach(obj_path(cur, "spec.containers"), i, ctr)
+			{
+				struct proc *p = find_proc(k, obj_uid(cur), obj_str(ctr, "name"));
+				if (p)
+					json_array_append_new(statuses, container_status(p, ctr));
+			}
+			json_object_set_new(obj_child(nw, "status"), "containerStatuses", statuses);
+			api_commit(k->ks, RES_PODS, nw);
+		}
+	}
+}
+
+static void sync_pod(struct kubelet *k, const json_t *pod)
+{
+	int terminal = obj_pod_terminal(pod);
+	int any_proc = 0, all_exited = 1;
+	for (struct proc *p = k->procs; p; p = p->next)
+		if (!strcmp(p->uid, obj_uid(pod))) {
+			any_proc = 1;
+			all_exited &= p->state == C_EXITED;
+		}
+	if (obj_deleting(pod)) {
+		if (faults_pod_stuck(k->ks->faults, pod))
+			return;
+		if (terminal || !any_proc) {
+			final_delete(k, pod);
+			return;
+		}
+		if (!all_exited) {
+			int64_t deadline;
+			if (obj_time_ms(pod, "metadata.deletionTimestamp", &deadline) < 0)
+				deadline = clock_now_ms();
+			for (struct proc *p = k->procs; p; p = p->next)
+				if (!strcmp(p->uid, obj_uid(pod)))
+					stop_proc(k, p, deadline, pod);
+			return;
+		}
+		write_status(k, pod);
+		json_t *cur = store_get(k->ks->store, RES_PODS, obj_ns(pod), obj_name(pod));
+		if (cur)
+			final_delete(k, cur);
+		return;
+	}
+	if (terminal)
+		return;
+	run_pod(k, pod);
+}
+
+void kubelet_sync(struct kubelet *k)
+{
+	reap(k);
+	json_t **pods = NULL;
+	size_t n = store_list(k->ks->store, RES_PODS, NULL, &pods);
+	/* Keys first: syncing writes pods and invalidates the borrowed pointers. */
+	char (*keys)[2][256] = gwb_calloc(n ? n : 1, sizeof *keys);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *node = obj_str(pods[i], "spec.nodeName");
+		if (!node || strcmp(node, k->ks->cfg.node))
+			continue;
+		snprintf(keys[m][0], 256, "%s", obj_ns(pods[i]));
+		snprintf(keys[m][1], 256, "%s", obj_name(pods[i]));
+		m++;
+	}
+	gwb_free(pods);
+	for (size_t i = 0; i < m; i++) {
+		json_t *pod = store_get(k->ks->store, RES_PODS, keys[i][0], keys[i][1]);
+		if (pod)
+			sync_pod(k, pod);
+	}
+	gwb_free(keys);
+	/* Containers whose pod is gone (force-deleted, or re-created with a new uid). */
+	for (struct proc **pp = &k->procs; *pp;) {
+		struct proc *p = *pp;
+		json_t *pod = store_get(k->ks->store, RES_PODS, p->ns, p->pod);
+		int alive = pod && !strcmp(obj_uid(pod), p->uid);
+		if (alive) {
+			pp = &p->next;
+			continue;
+		}
+		if (p->state != C_EXITED) {
+			if (p->state == C_RUNNING)
+				log_info("kubelet", "orphan_container", "pod=%s/%s container=%s state=%s",
+					 p->ns, p->pod, p->container, cstate_name(p->state));
+			stop_proc(k, p, clock_now_ms() + ORPHAN_GRACE_MS, NULL);
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		gwb_free(p);
+	}
+}
