@@ -340,6 +340,10 @@ TEST_T(queue_kill9_with_unacked_deliveries_handled_once, 60)
 	/* Delivered to "steady", not acknowledged: the handler holds them. */
 	WAIT_FOR(pending(c, "gwb:intents") == 10, 10000, "not all delivered");
 	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM intent_outcomes"), 0);
+	/* Stream ids recorded, so the restart re-publishes nothing (re-publishing is covered
+	 * below, deliberately). */
+	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 10,
+		 10000, "stream ids not recorded");
 	h_server_kill9(&s);
 
 	const char *quick[] = { "GWB_QUEUE_CONSUMER=steady", NULL };
@@ -396,6 +400,8 @@ TEST_T(queue_dead_consumer_entries_claimed_by_live_one, 60)
 	for (int i = 0; i < 5; i++)
 		submit(s.proc.url, "orphan", 64, ids[i]);
 	WAIT_FOR(pending(c, "gwb:intents") == 5, 10000, "not delivered to doomed");
+	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 5,
+		 10000, "stream ids not recorded");
 	h_server_kill9(&s);
 
 	const char *rescuer[] = { "GWB_QUEUE_CONSUMER=rescuer", "GWB_QUEUE_CLAIM_IDLE_MS=500",
@@ -501,6 +507,10 @@ TEST_T(queue_entry_delivered_too_often_dead_lettered, 60)
 	redisContext *c = rc_open(&r);
 	submit(s.proc.url, "flaky", 64, id);
 	WAIT_FOR(pending(c, "gwb:intents") == 1, 10000, "not delivered");
+	/* Killed only once the stream id is recorded: otherwise the next server publishes the
+	 * row again (a harmless duplicate, but not the entry this case is about). */
+	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 1,
+		 10000, "stream id not recorded");
 	h_server_kill9(&s);
 	redisReply *p = rq(c, "XPENDING gwb:intents reconcilers - + 1");
 	char eid[64];
