@@ -372,6 +372,12 @@ static void dispatch(struct q_consumer *c, struct q_delivery *d)
 		gwb_free(d);
 		return;
 	}
+	if (c->ninflight >= Q_INFLIGHT_MAX) {
+		/* A live read and a sweep can both be answered at the cap; the extra entry stays
+		 * pending and comes back with a later sweep. */
+		gwb_free(d);
+		return;
+	}
 	list_push(&c->inflight, d);
 	c->ninflight++;
 	c->fn(c->arg, d); /* may answer d at once; d is not touched after this */

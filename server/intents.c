@@ -174,7 +174,10 @@ static void on_delivery(void *arg, struct q_delivery *d)
 	log_debug("intents", "delivery", "id=%s intent=%" PRId64 " kind=%s task=%s deliveries=%" PRId64,
 		  q_delivery_id(d), in->id, in->kind, in->task, q_delivery_count(d));
 	if (!it->fn) {
-		/* The consumer never has more than Q_INFLIGHT_MAX deliveries out. */
+		/* The consumer never has more than Q_INFLIGHT_MAX deliveries out; checked anyway,
+		 * since overrunning held[] would corrupt memory. */
+		if (it->nheld == Q_INFLIGHT_MAX)
+			return q_delivery_done(d, Q_RETRY, NULL);
 		int64_t delay = it->srv->cfg->queue_handler_delay_ms;
 		it->held[it->nheld].d = d;
 		it->held[it->nheld].ready_ms = clock_mono_ms() + delay;
