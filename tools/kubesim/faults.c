@@ -1,9 +1,318 @@
+/* Fault injection. The control endpoint (README "Faults") is served on the API port under
+ * /_kubesim/ and on the optional --control-socket, which stays reachable while the API port
+ * refuses connections:
+ *
+ *   GET    /_kubesim/faults          the current fault set
+ *   PUT    /_kubesim/faults          set fields (absent fields keep their value):
+ *            {"api": "ok"|"refuse"|"hang", "api_for_ms": N, "slow_ms": N,
+ *             "withhold_create": {"resource": "jobs"|"*", "count": N},
+ *             "stuck_terminating": ["ns/name"|"*", ...]}
+ *   DELETE /_kubesim/faults          clear every fault
+ *   POST   /_kubesim/actions/orphan-job     {"namespace": ns, "name": job}
+ *   POST   /_kubesim/actions/device-health  {"node": n, "minor": m, "healthy": b, "xid": x}
+ *   GET    /_kubesim/state           resourceVersion, open watches, running containers */
 #include "tools/kubesim/faults.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "lib/alloc.h"
-struct faults { struct ks *ks; };
-struct faults *faults_new(struct ks *ks) { struct faults *f = gwb_calloc(1, sizeof *f); f->ks = ks; return f; }
-void faults_free(struct faults *f) { gwb_free(f); }
-void faults_handle(struct hreq *h, void *arg) { (void)arg; http_reply(h, 404, "text/plain", "no\n", 3); }
-int faults_withhold_answer(struct faults *f, const char *verb, const struct res_def *r) { (void)f;(void)verb;(void)r; return 0; }
-int faults_pod_stuck(const struct faults *f, const json_t *pod) { (void)f;(void)pod; return 0; }
-void faults_tick(struct faults *f) { (void)f; }
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "tools/kubesim/api.h"
+#include "tools/kubesim/devices.h"
+#include "tools/kubesim/jobctl.h"
+#include "tools/kubesim/kubelet.h"
+#include "tools/kubesim/obj.h"
+#include "tools/kubesim/store.h"
+#include "tools/kubesim/watch.h"
+
+#define MAX_STUCK 64
+
+enum api_mode { API_OK, API_REFUSE, API_HANG };
+
+struct faults {
+	struct ks *ks;
+	enum api_mode api;
+	int64_t api_until_ms; /* 0: until cleared */
+	long slow_ms;
+	char withhold_res[64];
+	long withhold_count;
+	int nstuck;
+	char stuck[MAX_STUCK][512];
+};
+
+static const char *mode_name(enum api_mode m)
+{
+	switch (m) {
+	case API_OK: return "ok";
+	case API_REFUSE: return "refuse";
+	case API_HANG: return "hang";
+	}
+	return "?";
+}
+
+struct faults *faults_new(struct ks *ks)
+{
+	struct faults *f = gwb_calloc(1, sizeof *f);
+	f->ks = ks;
+	return f;
+}
+
+void faults_free(struct faults *f)
+{
+	gwb_free(f);
+}
+
+static int set_api(struct faults *f, enum api_mode m)
+{
+	struct http *hp = f->ks->http;
+	if (http_set_refuse(hp, m == API_REFUSE) < 0)
+		return GWB_EIO;
+	http_set_hang(hp, m == API_HANG);
+	if (m != f->api)
+		log_info("faults", "api_mode", "mode=%s", mode_name(m));
+	f->api = m;
+	return 0;
+}
+
+void faults_tick(struct faults *f)
+{
+	if (f->api != API_OK && f->api_until_ms && clock_now_ms() >= f->api_until_ms) {
+		f->api_until_ms = 0;
+		set_api(f, API_OK);
+	}
+}
+
+int faults_withhold_answer(struct faults *f, const char *verb, const struct res_def *r)
+{
+	if (strcmp(verb, "create") || f->withhold_count <= 0)
+		return 0;
+	if (strcmp(f->withhold_res, "*") && strcmp(f->withhold_res, r->plural))
+		return 0;
+	f->withhold_count--;
+	return 1;
+}
+
+int faults_pod_stuck(const struct faults *f, const json_t *pod)
+{
+	char key[520];
+	snprintf(key, sizeof key, "%s/%s", obj_ns(pod), obj_name(pod));
+	for (int i = 0; i < f->nstuck; i++)
+		if (!strcmp(f->stuck[i], "*") || !strcmp(f->stuck[i], key))
+			return 1;
+	return 0;
+}
+
+static json_t *state_doc(const struct faults *f)
+{
+	json_t *stuck = json_array();
+	for (int i = 0; i < f->nstuck; i++)
+		json_array_append_new(stuck, json_string(f->stuck[i]));
+	int64_t left = f->api_until_ms ? f->api_until_ms - clock_now_ms() : 0;
+	return json_pack("{s:s, s:I, s:I, s:{s:s, s:I}, s:o, s:i}", "api", mode_name(f->api),
+			 "api_for_ms", (json_int_t)(left > 0 ? left : 0), "slow_ms",
+			 (json_int_t)f->slow_ms, "withhold_create", "resource", f->withhold_res,
+			 "count", (json_int_t)f->withhold_count, "stuck_terminating", stuck,
+			 "parked_requests", http_parked_count(f->ks->http));
+}
+
+static void reply_error(struct hreq *h, int code, const char *msg)
+{
+	struct kerr e = { 0 };
+	kerr_set(&e, code, code == 404 ? "NotFound" : "BadRequest", "%s", msg);
+	http_reply_kerr(h, &e);
+	kerr_clear(&e);
+}
+
+static void clear_all(struct faults *f)
+{
+	f->api_until_ms = 0;
+	set_api(f, API_OK);
+	f->slow_ms = 0;
+	http_set_slow(f->ks->http, 0);
+	f->withhold_res[0] = '\0';
+	f->withhold_count = 0;
+	f->nstuck = 0;
+	ks_kick(f->ks);
+	log_info("faults", "cleared", "what=%s", "all");
+}
+
+/* Applies the fields of a fault document. Returns 0, or -1 with msg. */
+static int apply(struct faults *f, const json_t *doc, char *msg, size_t len)
+{
+	if (!json_is_object(doc)) {
+		snprintf(msg, len, "the body must be a JSON object");
+		return -1;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)doc, k, v)
+	{
+		if (strcmp(k, "api") && strcmp(k, "api_for_ms") && strcmp(k, "slow_ms") &&
+		    strcmp(k, "withhold_create") && strcmp(k, "stuck_terminating")) {
+			snprintf(msg, len, "unknown field %s", k);
+			return -1;
+		}
+	}
+	json_t *api = json_object_get(doc, "api");
+	json_t *for_ms = json_object_get(doc, "api_for_ms");
+	if (api) {
+		const char *m = json_string_value(api);
+		enum api_mode mode;
+		if (m && !strcmp(m, "ok"))
+			mode = API_OK;
+		else if (m && !strcmp(m, "refuse"))
+			mode = API_REFUSE;
+		else if (m && !strcmp(m, "hang"))
+			mode = API_HANG;
+		else {
+			snprintf(msg, len, "api must be \"ok\", \"refuse\" or \"hang\"");
+			return -1;
+		}
+		f->api_until_ms = json_integer_value(for_ms) > 0
+					  ? clock_now_ms() + json_integer_value(for_ms)
+					  : 0;
+		if (set_api(f, mode) < 0) {
+			snprintf(msg, len, "cannot re-bind the API port");
+			return -1;
+		}
+	}
+	json_t *slow = json_object_get(doc, "slow_ms");
+	if (slow) {
+		if (!json_is_integer(slow) || json_integer_value(slow) < 0 ||
+		    json_integer_value(slow) > 600000) {
+			snprintf(msg, len, "slow_ms must be an integer in [0, 600000]");
+			return -1;
+		}
+		f->slow_ms = (long)json_integer_value(slow);
+		http_set_slow(f->ks->http, f->slow_ms);
+	}
+	json_t *wc = json_object_get(doc, "withhold_create");
+	if (wc) {
+		const char *res = obj_str(wc, "resource");
+		json_t *count = json_object_get(wc, "count");
+		if (!res || strlen(res) >= sizeof f->withhold_res || !json_is_integer(count)) {
+			snprintf(msg, len, "withhold_create needs resource and count");
+			return -1;
+		}
+		snprintf(f->withhold_res, sizeof f->withhold_res, "%s", res);
+		f->withhold_count = (long)json_integer_value(count);
+	}
+	json_t *st = json_object_get(doc, "stuck_terminating");
+	if (st) {
+		if (!json_is_array(st) || json_array_size(st) > MAX_STUCK) {
+			snprintf(msg, len, "stuck_terminating must be a list of ns/name (or \"*\")");
+			return -1;
+		}
+		f->nstuck = 0;
+		size_t i;
+		json_t *s;
+		json_array_foreach(st, i, s)
+		{
+			if (json_is_string(s))
+				snprintf(f->stuck[f->nstuck++], sizeof f->stuck[0], "%s",
+					 json_string_value(s));
+		}
+		ks_kick(f->ks);
+	}
+	return 0;
+}
+
+static void orphan_job(struct hreq *h, struct ks *ks, const json_t *doc)
+{
+	const char *ns = obj_str(doc, "namespace"), *name = obj_str(doc, "name");
+	if (!ns || !name) {
+		reply_error(h, 400, "namespace and name are required");
+		return;
+	}
+	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	o.propagation = "Orphan";
+	struct kerr e = { 0 };
+	json_t *out = NULL;
+	int gone = 0;
+	if (api_delete(ks, res_get(RES_JOBS), ns, name, &o, &out, &gone, &e) < 0) {
+		http_reply_kerr(h, &e);
+		kerr_clear(&e);
+		return;
+	}
+	json_decref(out);
+	log_info("faults", "job_orphaned", "job=%s/%s", log_q(ns), log_q(name));
+	/* Run the garbage collector now so the answer comes after the Job is gone. */
+	jobctl_sync(ks->jobctl);
+	ks_kick(ks);
+	http_reply_json(h, 200, json_pack("{s:s, s:s, s:s}", "result", "deleted", "namespace", ns,
+					  "name", name));
+}
+
+static void device_health(struct hreq *h, struct ks *ks, const json_t *doc)
+{
+	const char *node = obj_str(doc, "node");
+	json_t *minor = json_object_get(doc, "minor");
+	json_t *healthy = json_object_get(doc, "healthy");
+	if (!json_is_integer(minor) || !json_is_boolean(healthy)) {
+		reply_error(h, 400, "minor (integer) and healthy (boolean) are required");
+		return;
+	}
+	int xid = (int)obj_int(doc, "xid", 79);
+	int rc = devices_set_health(ks, node ? node : ks->cfg.node, (int)json_integer_value(minor),
+				    json_is_true(healthy), xid);
+	if (rc < 0) {
+		reply_error(h, 404, "no such device or card");
+		return;
+	}
+	log_info("faults", "device_health", "node=%s minor=%d healthy=%d",
+		 log_q(node ? node : ks->cfg.node), (int)json_integer_value(minor),
+		 json_is_true(healthy));
+	http_reply_json(h, 200, json_pack("{s:s}", "result", "updated"));
+}
+
+void faults_handle(struct hreq *h, void *arg)
+{
+	struct ks *ks = arg;
+	struct faults *f = ks->faults;
+	json_t *doc = NULL;
+	if (h->body_len) {
+		json_error_t je;
+		doc = json_loadb(h->body, h->body_len, 0, &je);
+		if (!doc) {
+			reply_error(h, 400, je.text);
+			return;
+		}
+	}
+	char msg[256];
+	if (!strcmp(h->path, "/_kubesim/faults")) {
+		if (h->cmd == EVHTTP_REQ_GET) {
+			http_reply_json(h, 200, state_doc(f));
+		} else if (h->cmd == EVHTTP_REQ_DELETE) {
+			clear_all(f);
+			http_reply_json(h, 200, state_doc(f));
+		} else if (h->cmd == EVHTTP_REQ_PUT || h->cmd == EVHTTP_REQ_POST ||
+			   h->cmd == EVHTTP_REQ_PATCH) {
+			if (apply(f, doc, msg, sizeof msg) < 0)
+				reply_error(h, 400, msg);
+			else
+				http_reply_json(h, 200, state_doc(f));
+		} else {
+			reply_error(h, 405, "method not allowed");
+		}
+	} else if (!strcmp(h->path, "/_kubesim/actions/orphan-job") && h->cmd == EVHTTP_REQ_POST) {
+		orphan_job(h, ks, doc);
+	} else if (!strcmp(h->path, "/_kubesim/actions/device-health") &&
+		   h->cmd == EVHTTP_REQ_POST) {
+		device_health(h, ks, doc);
+	} else if (!strcmp(h->path, "/_kubesim/state") && h->cmd == EVHTTP_REQ_GET) {
+		char rv[32];
+		snprintf(rv, sizeof rv, "%" PRIu64, store_rv(ks->store));
+		http_reply_json(h, 200,
+				json_pack("{s:s, s:i, s:i, s:s, s:s}", "resourceVersion", rv,
+					  "watches", watch_count(ks->watch), "containers",
+					  kubelet_running(ks->kubelet), "node", ks->cfg.node,
+					  "state_dir", ks->cfg.state_dir));
+	} else {
+		reply_error(h, 404, "no such control endpoint");
+	}
+	json_decref(doc);
+}
