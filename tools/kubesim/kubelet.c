@@ -96,6 +96,8 @@ static void reap(struct kubelet *k)
 			p->state = C_EXITED;
 			p->status = st;
 			p->finished_ms = clock_now_ms();
+			/* When a container's main process ends, the runtime kills what it left. */
+			kill(-pid, SIGKILL);
 			log_info("kubelet", "container_exited", "pod=%s/%s container=%s pid=%d status=%d",
 				 p->ns, p->pod, p->container, (int)pid,
 				 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
