@@ -183,6 +183,11 @@ const char *store_col_text(sqlite3_stmt *st, int idx)
 	return (const char *)sqlite3_column_text(st, idx);
 }
 
+int store_schema_latest(void)
+{
+	return NMIGRATIONS;
+}
+
 int store_schema_version(struct store *s)
 {
 	sqlite3_stmt *st = store_stmt(s, "PRAGMA user_version");

@@ -32,6 +32,8 @@ void store_close(struct store *s);
 const char *store_errmsg(struct store *s);
 /* The schema version the database is at. */
 int store_schema_version(struct store *s);
+/* The schema version this build migrates to (the number of migrations it knows). */
+int store_schema_latest(void);
 /* Runs PRAGMA quick_check; 0 when the database is intact. */
 int store_check(struct store *s);
 
