@@ -71,6 +71,10 @@ static const struct setting settings[] = {
 	  "a watch stream silent this long is treated as broken (the picture goes stale)" },
 	{ "reconcile.resync_ms", "GWB_RECONCILE_RESYNC_MS", INT(reconcile_resync_ms), "5000", 50,
 	  600000, NULL, NULL, "period of the reconciler's full pass over active tasks" },
+	{ "reconcile.queued_grace_ms", "GWB_RECONCILE_QUEUED_GRACE_MS",
+	  INT(reconcile_queued_grace_ms), "30000", 0, 86400000, NULL, NULL,
+	  "a task still queued after this long (its intent lost with a Redis restart) is handled "
+	  "without it" },
 	{ "admin_token", "GWB_ADMIN_TOKEN", STR(admin_token), "", 0, 0, NULL, v_token,
 	  "bearer token of the administrator (empty: no admin)" },
 	{ "mode", "GWB_MODE", ENUM(mode), "sim", 0, 0, modes, NULL,

@@ -23,6 +23,7 @@ struct gwb_config {
 	int64_t kube_watch_timeout_seconds; /* server-side timeoutSeconds of one watch */
 	int64_t kube_watch_idle_seconds;    /* a watch silent this long is broken */
 	int64_t reconcile_resync_ms;        /* period of the full pass over active tasks */
+	int64_t reconcile_queued_grace_ms;  /* a task queued this long is handled without its intent */
 	char admin_token[CONFIG_STR_MAX];   /* administrator bearer token; "" = no admin */
 	char mode[8];                       /* "sim" (kubesim) or "kube" (a real cluster) */
 	char log_level[8];

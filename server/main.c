@@ -58,6 +58,13 @@ static void on_cron(evutil_socket_t fd, short what, void *arg)
 		srv->cron[i].fn(srv->cron[i].arg, now);
 }
 
+/* The queue hands each intent to the reconciler; the entry is acknowledged once the
+ * reconciler has recorded its outcome. */
+static void on_intent(void *arg, const struct q_intent *in, intents_done_fn done, void *ctx)
+{
+	reconciler_intent(arg, in->kind, in->task, done, ctx);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -113,6 +120,8 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: %s\n", err);
 		return 1;
 	}
+	if (srv->intents && srv->recon)
+		intents_set_handler(srv->intents, on_intent, srv->recon);
 	struct timeval tv = { cfg->housekeeping_interval_ms / 1000,
 			      (cfg->housekeeping_interval_ms % 1000) * 1000 };
 	srv->cron_timer = event_new(srv->base, -1, EV_PERSIST, on_cron, srv);

@@ -707,6 +707,15 @@ static void start_patch_suspend(struct reconciler *r, struct rop *o)
 
 /* ---- the decision ---- */
 
+/* A queued task waits for its intent from the queue. Without a queue, or when the intent is
+ * overdue (lost with a Redis that restarted without persistence), the reconciler takes it. */
+static int queued_is_ours(struct reconciler *r, const struct task_row *row, int64_t now)
+{
+	if (!r->srv->intents)
+		return 1;
+	return now - row->created_ms >= r->srv->cfg->reconcile_queued_grace_ms;
+}
+
 static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 {
 	struct task_row row, seen;
@@ -719,6 +728,15 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 	}
 	if (o->op != OP_NONE)
 		return; /* the operation's answer marks the task dirty again */
+	if (strcmp(row.state, "queued") == 0 && !row.cancel_requested && queued_is_ours(r, &row, now)) {
+		char expected[16] = "queued";
+		snprintf(row.state, sizeof row.state, "creating");
+		json_t *d = json_pack("{s:s}", "intent", r->srv->intents ? "overdue" : "no_queue");
+		rc = store_task_observe(r->srv->store, &row, expected, d, now);
+		json_decref(d);
+		if (rc)
+			return mark_dirty(r, id);
+	}
 	struct view v;
 	view_build(r, id, &v);
 	seen = row;

@@ -22,7 +22,7 @@ int store_task_load(struct store *s, const char *id, struct task_row *out)
 		   "t.gpu_count, t.duration_seconds, t.qos, t.experiment, "
 		   "t.cancel_requested_at IS NOT NULL, r.released, t.job_uid, t.job_suspended, "
 		   "t.pod_name, t.pod_uid, t.pod_node, t.pod_phase, t.exit_code, t.reason, "
-		   "t.allocation, t.pending_message, t.pending_diagnosis "
+		   "t.allocation, t.pending_message, t.pending_diagnosis, t.created_at "
 		   "FROM tasks t JOIN reservations r ON r.task_id = t.id WHERE t.id = ?");
 	if (!st)
 		return GWB_EDB;
@@ -56,6 +56,7 @@ int store_task_load(struct store *s, const char *id, struct task_row *out)
 	copy_col(st, 19, out->allocation, sizeof out->allocation);
 	copy_col(st, 20, out->pending_message, sizeof out->pending_message);
 	copy_col(st, 21, out->pending_diagnosis, sizeof out->pending_diagnosis);
+	out->created_ms = sqlite3_column_int64(st, 22);
 	sqlite3_reset(st);
 	return 0;
 }

@@ -15,6 +15,7 @@ struct task_row {
 	char qos[8], experiment[16];
 	int cancel_requested;
 	int released;
+	int64_t created_ms;
 	/* observed */
 	char job_uid[64];
 	int job_suspended;
