@@ -725,6 +725,8 @@ static void stop_proc(struct kubelet *k, struct proc *p, int64_t deadline_ms, co
 			events_record(k->ks, pod, "Normal", "Killing", msg, "kubelet");
 		}
 	}
+	if (p->state == C_TERMINATING && deadline_ms < p->kill_at_ms)
+		p->kill_at_ms = deadline_ms; /* a later delete shortened the grace period */
 	if (p->state == C_TERMINATING && !p->sigkilled && clock_now_ms() >= p->kill_at_ms) {
 		p->sigkilled = 1;
 		kill(-p->pid, SIGKILL);
@@ -840,9 +842,11 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 			return;
 		}
 		if (!all_exited) {
-			int64_t deadline;
-			if (obj_time_ms(pod, "metadata.deletionTimestamp", &deadline) < 0)
-				deadline = clock_now_ms();
+			/* The grace period runs from when the kubelet sees the deletion (the
+			 * timestamp has only second precision). */
+			int64_t deadline =
+				clock_now_ms() +
+				obj_int(pod, "metadata.deletionGracePeriodSeconds", 0) * 1000;
 			for (struct proc *p = k->procs; p; p = p->next)
 				if (!strcmp(p->uid, obj_uid(pod)))
 					stop_proc(k, p, deadline, pod);

@@ -1,0 +1,156 @@
+/* The kubelet (kube-api.md §4): exit codes and reasons, graceful deletion with SIGTERM then
+ * SIGKILL, the koordlet GPU env and the downward-API annotations file, /log. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "tests/harness/h_kubesim.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/t.h"
+
+#define PODS "/api/v1/namespaces/gpu-workbench/pods"
+
+static json_t *terminated(const json_t *pod)
+{
+	json_t *cs = json_array_get(
+		json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+	return json_object_get(json_object_get(cs, "state"), "terminated");
+}
+
+static void run_pod(struct h_kubesim *k, const char *name, const char *const *env)
+{
+	char *pod = h_kubesim_gpu_pod(name, 1024, 25, env);
+	json_decref(h_kube_create(k, PODS, pod));
+	gwb_free(pod);
+}
+
+static char *get_log(struct h_kubesim *k, const char *pod, const char *query)
+{
+	char url[512];
+	snprintf(url, sizeof url, "%s" PODS "/%s/log%s", k->url, pod, query ? query : "");
+	struct h_resp r;
+	h_http(&r, "GET", url, NULL, NULL, NULL);
+	CHECKF(r.status == 200, "log of %s: %ld %s", pod, r.status, r.body);
+	char *out = gwb_strdup(r.body);
+	h_resp_free(&r);
+	return out;
+}
+
+TEST_T(kubelet_exit_codes, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	const char *ok[] = { "CODE=0", NULL };
+	const char *bad[] = { "CODE=3", NULL };
+	run_pod(&k, "ok", ok);
+	run_pod(&k, "bad", bad);
+	json_t *p = h_kube_wait(&k, PODS "/ok", h_pred_phase, "Succeeded", 3000, "ok Succeeded");
+	CHECK_INT(json_integer_value(json_object_get(terminated(p), "exitCode")), 0);
+	CHECK_STR(json_string_value(json_object_get(terminated(p), "reason")), "Completed");
+	json_decref(p);
+	p = h_kube_wait(&k, PODS "/bad", h_pred_phase, "Failed", 3000, "bad Failed");
+	CHECK_INT(json_integer_value(json_object_get(terminated(p), "exitCode")), 3);
+	CHECK_STR(json_string_value(json_object_get(terminated(p), "reason")), "Error");
+	json_decref(p);
+	/* A finished pod gives its share back: the card can take 7 GiB more. */
+	const char *env[] = { "SLEEP=30", NULL };
+	char *big = h_kubesim_gpu_pod("big", 7168, 50, env);
+	json_decref(h_kube_create(&k, PODS, big));
+	gwb_free(big);
+	json_decref(h_kube_wait(&k, PODS "/big", h_pred_phase, "Running", 3000, "big Running"));
+
+	/* A worker that cannot be started: StartError, exit 128, pod Failed. */
+	struct h_kubesim k2;
+	h_kubesim_init(&k2);
+	snprintf(k2.worker, sizeof k2.worker, "%s", h_path("no-such-worker"));
+	snprintf(k2.ctl, sizeof k2.ctl, "%s", h_path("ks2.sock"));
+	snprintf(k2.state, sizeof k2.state, "%s", h_path("state2"));
+	snprintf(k2.kubeconfig, sizeof k2.kubeconfig, "%s", h_path("kubeconfig2"));
+	h_kubesim_start(&k2);
+	run_pod(&k2, "nostart", ok);
+	p = h_kube_wait(&k2, PODS "/nostart", h_pred_phase, "Failed", 3000, "nostart Failed");
+	CHECK_INT(json_integer_value(json_object_get(terminated(p), "exitCode")), 128);
+	CHECK_STR(json_string_value(json_object_get(terminated(p), "reason")), "StartError");
+	json_decref(p);
+}
+
+TEST_T(kubelet_graceful_deletion, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	const char *polite[] = { "SLEEP=30", NULL };
+	const char *stubborn[] = { "SLEEP=30", "TERM_MODE=ignore", NULL };
+	run_pod(&k, "polite", polite);
+	run_pod(&k, "stubborn", stubborn);
+	json_decref(h_kube_wait(&k, PODS "/polite", h_pred_phase, "Running", 3000, "polite Running"));
+	json_decref(h_kube_wait(&k, PODS "/stubborn", h_pred_phase, "Running", 3000, "stubborn Running"));
+	h_sleep_ms(200); /* let the shells install their traps */
+
+	/* grace 10: SIGTERM; the worker exits 143 at once and the pod goes. */
+	json_t *out = NULL;
+	CHECK_INT(h_kube(&k, "DELETE", PODS "/polite?gracePeriodSeconds=10", NULL, NULL, &out), 200);
+	CHECK_STR(json_string_value(json_object_get(out, "kind")), "Pod");
+	json_t *meta = json_object_get(out, "metadata");
+	CHECK(json_object_get(meta, "deletionTimestamp") != NULL);
+	CHECK_INT(json_integer_value(json_object_get(meta, "deletionGracePeriodSeconds")), 10);
+	const char *uid = json_string_value(json_object_get(meta, "uid"));
+	char logpath[4096];
+	snprintf(logpath, sizeof logpath, "%s/pods/%s/worker.log", k.state, uid);
+	json_decref(out);
+	json_decref(h_kube_wait(&k, PODS "/polite", h_pred_gone, NULL, 3000, "polite gone"));
+	FILE *f = fopen(logpath, "r");
+	CHECKF(f, "no log at %s", logpath);
+	char buf[4096];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	CHECKF(strstr(buf, "got-sigterm"), "log: %s", buf);
+
+	/* grace 1 and a worker that ignores SIGTERM: Terminating, then SIGKILL after 1 s. */
+	int64_t t0 = clock_mono_ms();
+	CHECK_INT(h_kube(&k, "DELETE", PODS "/stubborn", "{\"gracePeriodSeconds\":1}", NULL, NULL),
+		  200);
+	h_sleep_ms(400);
+	json_t *p = h_kube_get(&k, PODS "/stubborn");
+	CHECKF(p, "stubborn went before its grace period");
+	CHECK(json_object_get(json_object_get(p, "metadata"), "deletionTimestamp") != NULL);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(p, "status"), "phase")),
+		  "Running");
+	json_decref(p);
+	json_decref(h_kube_wait(&k, PODS "/stubborn", h_pred_gone, NULL, 4000, "stubborn gone"));
+	int64_t took = clock_mono_ms() - t0;
+	CHECKF(took >= 900, "gone after %lld ms, before the grace period", (long long)took);
+}
+
+TEST_T(kubelet_env_annotations_logs, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	const char *env[] = { "SLEEP=0", NULL };
+	run_pod(&k, "envpod", env);
+	json_decref(h_kube_wait(&k, PODS "/envpod", h_pred_phase, "Succeeded", 3000, "Succeeded"));
+	char *log = get_log(&k, "envpod", NULL);
+	CHECKF(strstr(log, "NVIDIA_VISIBLE_DEVICES=0 "), "%s", log);
+	CHECKF(strstr(log, "CUDA_DEVICE_MEMORY_LIMIT=1073741824 "), "%s", log);
+	CHECKF(strstr(log, "CUDA_DEVICE_SM_LIMIT=25 "), "%s", log);
+	/* No LD_PRELOAD of a HAMi library that is not installed. */
+	if (access("/usr/local/vgpu/libvgpu.so", R_OK) != 0)
+		CHECKF(strstr(log, "LD_PRELOAD=unset"), "%s", log);
+	/* The downward-API file in the kubelet format, holding the scheduler's annotation. */
+	CHECKF(strstr(log, "scheduling.koordinator.sh/device-allocated=\"{\\\"gpu\\\":[{\\\"minor\\\":0,"),
+	       "%s", log);
+	gwb_free(log);
+	log = get_log(&k, "envpod", "?tailLines=1");
+	CHECK_STR(log, "done\n");
+	gwb_free(log);
+	json_t *st = NULL;
+	CHECK_INT(h_kube(&k, "GET", PODS "/envpod/log?container=nope", NULL, NULL, &st), 400);
+	json_decref(st);
+	CHECK_INT(h_kube(&k, "GET", PODS "/missing/log", NULL, NULL, &st), 404);
+	json_decref(st);
+}
