@@ -193,7 +193,7 @@ static json_t *unblock_card(const struct diag_card *c, const struct diag_req *r)
 
 json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 {
-	int fit = 0, big_enough = 0, big_enough_healthy = 0, healthy = 0;
+	int fit = 0, fit_if_healthy = 0, big_enough = 0, big_enough_healthy = 0, healthy = 0;
 	int64_t largest = 0, total_free = 0, total_free_core = 0;
 	json_t *unblock = json_array();
 	for (int i = 0; i < cards->n; i++) {
@@ -202,6 +202,10 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 		big_enough += cap;
 		if (c.mem_total_mib > largest)
 			largest = c.mem_total_mib;
+		struct diag_card as_healthy = c;
+		as_healthy.healthy = 1;
+		if (free_mem(&as_healthy) >= r->mem_mib && free_core(&as_healthy) >= r->core)
+			fit_if_healthy++;
 		if (!c.healthy)
 			continue;
 		healthy++;
@@ -231,12 +235,13 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 			 "card(s), the largest card has %lld MiB; more team quota would not help",
 			 (long long)r->mem_mib, (long long)r->core, (long long)r->count,
 			 (long long)largest);
-	} else if (big_enough_healthy < r->count) {
+	} else if (big_enough_healthy < r->count || fit_if_healthy >= r->count) {
 		kind = "device_unhealthy";
 		snprintf(summary, sizeof summary,
-			 "%d card(s) are large enough but only %d of them are healthy; the task needs "
-			 "%lld",
-			 big_enough, big_enough_healthy, (long long)r->count);
+			 "%d card(s) could hold %lld MiB / %lld%% if all cards were healthy, but only %d "
+			 "fit among the healthy ones; the task needs %lld",
+			 fit_if_healthy, (long long)r->mem_mib, (long long)r->core, fit,
+			 (long long)r->count);
 	} else if (total_free >= r->mem_mib * r->count && total_free_core >= r->core * r->count) {
 		kind = "fragmentation";
 		snprintf(summary, sizeof summary,

@@ -479,6 +479,18 @@ static json_t *evidence_of(struct reconciler *r, const struct view *v, const cha
 			 "picture_fresh", picture_fresh(r));
 }
 
+static int pods_all_succeeded(const struct view *v)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(v->pods, i, p) {
+		const char *ph = jstr(p, "status", "phase");
+		if (!ph || strcmp(ph, "Succeeded") != 0)
+			return 0;
+	}
+	return 1;
+}
+
 /* Releases the reservation when a fresh picture proves the task's Pods stopped: every Pod of
  * the task (found by label) terminal or observed deleted, and the Job finished, suspended with
  * its suspension processed, or gone. */
@@ -504,6 +516,9 @@ static void try_release(struct reconciler *r, const struct task_row *row, const 
 	} else if (row->job_uid[0]) {
 		why = "job_gone";
 		final = cancel ? "cancelled" : store_state_is_final(row->state) ? row->state : "failed";
+		if (!cancel && !store_state_is_final(row->state) && json_array_size(v->pods) > 0 &&
+		    pods_all_succeeded(v))
+			final = "succeeded"; /* orphaned, yet its Pods ran to completion */
 	}
 	if (!why)
 		return;

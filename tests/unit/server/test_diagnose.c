@@ -102,7 +102,17 @@ TEST(diag_unhealthy_card_and_busy_cards)
 	struct diag_req r = { "t-c", 4096, 25, 1, 0, 0, 0, 0 };
 	json_t *d = diag_pending(&r, &cards);
 	/* Card 1 would fit but is unhealthy; card 0 is big enough but busy. */
+	CHECK_STR(kind_of(d), "device_unhealthy");
+	json_decref(d);
+	/* Nothing would fit even with every card healthy: simply busy. */
+	struct diag_req big = { "t-e", 7000, 25, 1, 0, 0, 0, 0 };
+	json_t *pods2 = json_pack("{s:o, s:o}", "a", pod("t-a", 0, "5Gi", "60", "Running"), "b",
+				  pod("t-b", 1, "5Gi", "60", "Running"));
+	diag_cards_build(&cards, devs, pods2);
+	d = diag_pending(&big, &cards);
 	CHECK_STR(kind_of(d), "capacity_in_use");
+	json_decref(pods2);
+	diag_cards_build(&cards, devs, pods);
 	json_decref(d);
 	struct diag_req two = { "t-d", 1024, 10, 2, 0, 0, 0, 0 };
 	d = diag_pending(&two, &cards);
