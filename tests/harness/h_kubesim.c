@@ -510,13 +510,13 @@ json_t *h_kubesim_pod_spec(int mem_mib, int core, const char *const *env)
 	}
 	return json_pack(
 		"{s:s, s:s, s:i, s:[{s:s, s:{s:[{s:s, s:{s:s}}]}}], "
-		"s:[{s:s, s:s, s:o, s:[{s:s, s:s}], s:{s:O, s:o}}]}",
+		"s:[{s:s, s:s, s:o, s:[{s:s, s:s}], s:{s:o, s:o}}]}",
 		"schedulerName", "koord-scheduler", "restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 5, "volumes", "name", "podinfo", "downwardAPI",
 		"items", "path", "annotations", "fieldRef", "fieldPath", "metadata.annotations",
 		"containers", "name", "worker", "image", "gwb-worker:test", "env", envs,
 		"volumeMounts", "name", "podinfo", "mountPath", "/etc/podinfo", "resources",
-		"requests", res, "limits", res);
+		"requests", res, "limits", json_deep_copy(res));
 }
 
 char *h_kubesim_gpu_pod(const char *name, int mem_mib, int core, const char *const *env)

@@ -28,18 +28,24 @@ static const char *const device_labels[] = { "node.koordinator.sh/gpu-vendor",
 					     "node.koordinator.sh/gpu-model",
 					     "node.koordinator.sh/gpu-driver-version" };
 
-/* A stable fake NVML UUID per node and minor (FNV-1a over both, two seeds). */
+static uint64_t mix64(uint64_t x)
+{
+	/* splitmix64's finaliser: spreads every input bit over the output. */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* A stable fake NVML UUID per node and minor (the same on every run). */
 static void card_uuid(const char *node, int minor, char *out, size_t len)
 {
-	uint64_t h[2] = { 0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL };
-	for (int k = 0; k < 2; k++) {
-		for (const char *p = node; *p; p++)
-			h[k] = (h[k] ^ (unsigned char)*p) * 0x100000001b3ULL;
-		h[k] = (h[k] ^ (uint64_t)(minor + 1)) * 0x100000001b3ULL;
-	}
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (const char *p = node; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	uint64_t a = mix64(h + (uint64_t)minor * 2), b = mix64(h + (uint64_t)minor * 2 + 1);
 	snprintf(out, len, "GPU-%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64,
-		 (uint64_t)(h[0] >> 32), (uint64_t)((h[0] >> 16) & 0xffff), (uint64_t)(h[0] & 0xffff),
-		 (uint64_t)(h[1] >> 48), (uint64_t)(h[1] & 0xffffffffffffULL));
+		 (uint64_t)(a >> 32), (uint64_t)((a >> 16) & 0xffff), (uint64_t)(a & 0xffff),
+		 (uint64_t)(b >> 48), (uint64_t)(b & 0xffffffffffffULL));
 }
 
 json_t *devices_default_device(const struct ks *ks)
