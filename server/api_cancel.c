@@ -8,6 +8,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/http.h"
+#include "server/reconciler.h"
 
 /* Task ids are short and URL-safe (API.md); anything else cannot name a task. */
 static int plausible_id(const char *s)
@@ -51,8 +52,11 @@ void api_task_cancel(struct req *r, const char *id)
 			  log_q(store_errmsg(r->srv->store)));
 		return http_reply_error(r, 500, "internal", "the cancel could not be stored", NULL);
 	}
-	if (changed)
+	if (changed) {
 		log_info("api", "cancel_requested", "task=%s team=%s", id, log_q(team));
+		if (!r->srv->intents)
+			reconciler_kick(r->srv->recon, id); /* no queue carries the intent */
+	}
 	json_t *t = store_task_json(r->srv->store, id);
 	if (!t)
 		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);

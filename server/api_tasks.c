@@ -13,6 +13,7 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/http.h"
+#include "server/reconciler.h"
 
 /* Validation ranges of a submission (API.md). */
 #define MEM_MIB_MAX 1048576
@@ -198,6 +199,8 @@ void api_tasks_submit(struct req *r)
 			 res.task_id, log_q(q.team), (long long)res.req_mem,
 			 (long long)res.req_core);
 		reply_task(r, 201, res.task_id);
+		if (!r->srv->intents)
+			reconciler_kick(r->srv->recon, res.task_id); /* no queue carries the intent */
 	}
 out:
 	json_decref(body);

@@ -25,7 +25,7 @@
 #define BACKOFF_MAX_MS 10000
 #define MAX_WAITERS 8
 
-enum op_kind { OP_NONE, OP_GET, OP_POST, OP_PATCH_SUSPEND };
+enum op_kind { OP_NONE, OP_GET, OP_POST, OP_PATCH_SUSPEND, OP_LIST_PODS };
 
 struct waiter {
 	reconciler_done_fn fn;
@@ -68,6 +68,7 @@ struct reconciler {
 	struct picture jobs, pods, devs;
 	struct kind jobs_kind, pods_kind, devs_kind;
 	json_t *dirty; /* task id -> true */
+	json_t *gone;  /* task id -> uid of its Job, observed deleted (an event, a fresh list, a 404) */
 	struct event *safe_point;
 	struct rop *rops;
 	int64_t last_resync_ms;
@@ -242,12 +243,14 @@ static void pod_gone(struct reconciler *r, json_t *pod)
 
 static void job_gone(struct reconciler *r, json_t *job)
 {
-	const char *task = jobspec_task_of(job);
+	const char *task = jobspec_task_of(job), *uid = jstr(job, "metadata", "uid");
 	if (!task)
 		return;
+	if (uid)
+		json_object_set_new(r->gone, task, json_string(uid));
 	note(r, task, "job_deleted",
-	     json_pack("{s:s?, s:s?, s:s?}", "job", obj_name(job), "uid",
-		       jstr(job, "metadata", "uid"), "observed_at_rv", informer_rv(r->jobs_inf)));
+	     json_pack("{s:s?, s:s?, s:s?}", "job", obj_name(job), "uid", uid, "observed_at_rv",
+		       informer_rv(r->jobs_inf)));
 	mark_dirty(r, task);
 }
 
@@ -325,17 +328,21 @@ static int picture_fresh(const struct reconciler *r)
 
 struct view {
 	json_t *job;         /* borrowed from the picture, or NULL */
+	int job_gone;        /* the task's recorded Job was observed deleted */
 	json_t *pods;        /* new array of borrowed pods of the task */
 	json_t *newest;      /* borrowed: the newest pod, or NULL */
 	int all_terminal;
 };
 
-static void view_build(struct reconciler *r, const char *id, struct view *v)
+static void view_build(struct reconciler *r, const struct task_row *row, struct view *v)
 {
+	const char *id = row->id;
 	char name[64];
 	jobspec_name(id, name, sizeof name);
 	json_t *job = json_object_get(r->jobs.map, name);
 	v->job = job && jobspec_is_ours(job, id) ? job : NULL;
+	const char *gone = jstr(r->gone, id, NULL);
+	v->job_gone = !v->job && row->job_uid[0] && gone && strcmp(gone, row->job_uid) == 0;
 	v->pods = json_array();
 	v->newest = NULL;
 	v->all_terminal = 1;
@@ -352,6 +359,18 @@ static void view_build(struct reconciler *r, const char *id, struct view *v)
 		if (!v->newest || (ts && best && strcmp(ts, best) > 0))
 			v->newest = pod;
 	}
+}
+
+static int pods_all_succeeded(const struct view *v)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(v->pods, i, p) {
+		const char *ph = jstr(p, "status", "phase");
+		if (!ph || strcmp(ph, "Succeeded") != 0)
+			return 0;
+	}
+	return 1;
 }
 
 static void observe_pod(struct task_row *row, const json_t *pod)
@@ -413,6 +432,8 @@ static void observe(struct reconciler *r, struct task_row *row, const struct vie
 	}
 	if (v->newest)
 		observe_pod(row, v->newest);
+	else if (row->pod_uid[0] && picture_fresh(r) && strcmp(row->pod_phase, "Deleted") != 0)
+		snprintf(row->pod_phase, sizeof row->pod_phase, "Deleted"); /* shown, never relied on */
 	if (final || row->cancel_requested || strcmp(row->state, "cancelling") == 0)
 		goto diag;
 	if (v->job) {
@@ -430,11 +451,12 @@ static void observe(struct reconciler *r, struct task_row *row, const struct vie
 		} else {
 			snprintf(row->state, sizeof row->state, "pending");
 		}
-	} else if (row->job_uid[0] && picture_fresh(r) && json_array_size(v->pods) == 0 &&
-		   strcmp(row->state, "unknown") != 0) {
-		/* The Job existed and is gone with no Pod left: it was deleted under us. */
-		snprintf(row->state, sizeof row->state, "failed");
-		snprintf(row->reason, sizeof row->reason, "job_deleted");
+	} else if (v->job_gone && v->all_terminal) {
+		/* The Job was deleted under us and no Pod of it runs any more. */
+		snprintf(row->state, sizeof row->state, "%s",
+			 json_array_size(v->pods) && pods_all_succeeded(v) ? "succeeded" : "failed");
+		if (strcmp(row->state, "failed") == 0)
+			snprintf(row->reason, sizeof row->reason, "job_deleted");
 	}
 diag:
 	if (strcmp(row->state, "pending") == 0)
@@ -450,87 +472,134 @@ static int row_differs(const struct task_row *a, const struct task_row *b)
 
 /* ---- release ---- */
 
-static json_t *evidence_of(struct reconciler *r, const struct view *v, const char *why)
+static json_t *job_evidence(const json_t *job)
 {
-	json_t *pods = json_array();
-	size_t i;
-	json_t *p;
-	json_array_foreach(v->pods, i, p)
-		json_array_append_new(
-			pods, json_pack("{s:s?, s:s?, s:s?, s:b}", "name", obj_name(p), "uid",
-					jstr(p, "metadata", "uid"), "phase",
-					jstr(p, "status", "phase"), "terminating",
-					jpath(p, "metadata", "deletionTimestamp") != NULL));
-	json_t *job = json_null();
-	if (v->job) {
-		json_t *conds = json_array();
-		static const char *const types[] = { "Complete", "Failed", "Suspended", NULL };
-		for (const char *const *t = types; *t; t++)
-			if (cond_true(v->job, *t))
-				json_array_append_new(conds, json_string(*t));
-		job = json_pack("{s:s?, s:s?, s:b, s:o}", "name", obj_name(v->job), "uid",
-				jstr(v->job, "metadata", "uid"), "suspended",
-				json_is_true(jpath(v->job, "spec", "suspend")), "conditions", conds);
-	}
-	return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:b}", "proof", why, "job", job,
-			 "pods_present", pods, "note",
-			 "pods not listed were observed deleted (see pod_deleted events)", "jobs_rv",
-			 informer_rv(r->jobs_inf), "pods_rv", informer_rv(r->pods_inf),
-			 "picture_fresh", picture_fresh(r));
+	if (!job)
+		return json_null();
+	json_t *conds = json_array();
+	static const char *const types[] = { "Complete", "Failed", "Suspended", NULL };
+	for (const char *const *t = types; *t; t++)
+		if (cond_true(job, *t))
+			json_array_append_new(conds, json_string(*t));
+	return json_pack("{s:s?, s:s?, s:s?, s:b, s:o}", "name", obj_name(job), "uid",
+			 jstr(job, "metadata", "uid"), "resource_version",
+			 jstr(job, "metadata", "resourceVersion"), "suspended",
+			 json_is_true(jpath(job, "spec", "suspend")), "conditions", conds);
 }
 
-static int pods_all_succeeded(const struct view *v)
+/* Whether the Job side lets the task end: finished, suspended with the suspension processed
+ * by the Job controller (no Pod will be made any more), or observed deleted. Returns the proof
+ * name and sets *final, or NULL. */
+static const char *job_settled(const struct task_row *row, const struct view *v,
+			       const char **final)
 {
-	size_t i;
-	json_t *p;
-	json_array_foreach(v->pods, i, p) {
-		const char *ph = jstr(p, "status", "phase");
-		if (!ph || strcmp(ph, "Succeeded") != 0)
-			return 0;
-	}
-	return 1;
-}
-
-/* Releases the reservation when a fresh picture proves the task's Pods stopped: every Pod of
- * the task (found by label) terminal or observed deleted, and the Job finished, suspended with
- * its suspension processed, or gone. */
-static void try_release(struct reconciler *r, const struct task_row *row, const struct view *v)
-{
-	if (row->released || !picture_fresh(r) || !v->all_terminal)
-		return;
-	const char *why = NULL, *final = NULL;
 	int cancel = row->cancel_requested || strcmp(row->state, "cancelling") == 0;
 	if (v->job) {
-		int suspended = json_is_true(jpath(v->job, "spec", "suspend")) &&
-				cond_true(v->job, "Suspended");
 		if (cond_true(v->job, "Complete")) {
-			why = "job_complete";
-			final = cancel ? "cancelled" : "succeeded";
-		} else if (cond_true(v->job, "Failed")) {
-			why = "job_failed";
-			final = cancel ? "cancelled" : "failed";
-		} else if (cancel && suspended) {
-			why = "job_suspended";
-			final = "cancelled";
+			*final = cancel ? "cancelled" : "succeeded";
+			return "job_complete";
 		}
-	} else if (row->job_uid[0]) {
-		why = "job_gone";
-		final = cancel ? "cancelled" : store_state_is_final(row->state) ? row->state : "failed";
-		if (!cancel && !store_state_is_final(row->state) && json_array_size(v->pods) > 0 &&
-		    pods_all_succeeded(v))
-			final = "succeeded"; /* orphaned, yet its Pods ran to completion */
+		if (cond_true(v->job, "Failed")) {
+			*final = cancel ? "cancelled" : "failed";
+			return "job_failed";
+		}
+		if (cancel && json_is_true(jpath(v->job, "spec", "suspend")) &&
+		    cond_true(v->job, "Suspended")) {
+			*final = "cancelled";
+			return "job_suspended";
+		}
+		return NULL;
 	}
-	if (!why)
+	if (v->job_gone) {
+		*final = cancel ? "cancelled"
+			 : store_state_is_final(row->state) ? row->state
+			 : json_array_size(v->pods) && pods_all_succeeded(v) ? "succeeded"
+									       : "failed";
+		return "job_gone";
+	}
+	return NULL;
+}
+
+/* Step one of a release: the picture suggests the task's Pods stopped. Never on a stale
+ * picture. Step two (on_list_pods) confirms it with an authoritative list of every Pod that
+ * carries the task's label, so a lagging watch can never release early. */
+static int release_candidate(const struct reconciler *r, const struct task_row *row,
+			     const struct view *v)
+{
+	const char *final;
+	return !row->released && picture_fresh(r) && v->all_terminal &&
+	       job_settled(row, v, &final) != NULL;
+}
+
+static void on_list_pods(void *arg, const struct kube_result *res)
+{
+	struct rop *o = arg;
+	struct reconciler *r = o->r;
+	o->op = OP_NONE;
+	o->req = 0;
+	json_t *items = json_object_get(res->body, "items");
+	if (res->outcome != KUBE_OK || !json_is_array(items)) {
+		backoff(o, clock_now_ms());
+		return; /* nothing is released on an unanswered question; retried */
+	}
+	struct task_row row;
+	if (store_task_load(r->srv->store, o->id, &row) || row.released)
 		return;
-	json_t *ev = evidence_of(r, v, why);
+	struct view v;
+	view_build(r, &row, &v);
+	const char *final = NULL, *why = job_settled(&row, &v, &final);
+	json_t *listed = json_array();
+	int running = 0;
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p) {
+		int term = pod_terminal(p);
+		running += !term;
+		json_array_append_new(
+			listed, json_pack("{s:s?, s:s?, s:s?, s:b}", "name", obj_name(p), "uid",
+					  jstr(p, "metadata", "uid"), "phase",
+					  jstr(p, "status", "phase"), "terminating",
+					  jpath(p, "metadata", "deletionTimestamp") != NULL));
+	}
+	if (!why || running || !picture_fresh(r)) {
+		json_decref(listed);
+		json_decref(v.pods);
+		backoff(o, clock_now_ms());
+		mark_dirty(r, o->id);
+		return;
+	}
+	json_t *ev = json_pack("{s:s, s:o, s:o, s:s?, s:s, s:s, s:s}", "proof", why, "job",
+			       job_evidence(v.job), "pods_listed", listed, "pods_list_rv",
+			       jstr(res->body, "metadata", "resourceVersion"), "jobs_watch_rv",
+			       informer_rv(r->jobs_inf), "pods_watch_rv", informer_rv(r->pods_inf),
+			       "note",
+			       "every Pod labelled with the task is listed; none is running; Pods "
+			       "deleted earlier are in the pod_deleted events");
 	int released = 0;
-	int rc = store_task_release(r->srv->store, row->id, why, final, ev, clock_now_ms(),
+	int rc = store_task_release(r->srv->store, row.id, why, final, ev, clock_now_ms(),
 				    &released);
 	if (rc)
-		log_error("recon", "release_failed", "task=%s error=%s", row->id, err_name(rc));
+		log_error("recon", "release_failed", "task=%s error=%s", row.id, err_name(rc));
 	else if (released)
-		log_info("recon", "released", "task=%s proof=%s final=%s", row->id, why, final);
+		log_info("recon", "released", "task=%s proof=%s final=%s", row.id, why, final);
 	json_decref(ev);
+	json_decref(v.pods);
+	mark_dirty(r, o->id);
+}
+
+static void start_list_pods(struct reconciler *r, struct rop *o)
+{
+	char sel[128], esc[256], path[512];
+	snprintf(sel, sizeof sel, GWB_LABEL_TASK "=%s", o->id);
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", r->ns,
+		 kube_query_escape(sel, esc, sizeof esc));
+	o->op = OP_LIST_PODS;
+	o->req = kube_request(r->kube, "GET", path, NULL, NULL,
+			      (int)r->srv->cfg->kube_request_timeout_ms, on_list_pods, o);
+	if (o->req < 0) {
+		o->op = OP_NONE;
+		backoff(o, clock_now_ms());
+	}
 }
 
 /* ---- Kubernetes operations ---- */
@@ -565,8 +634,7 @@ static void start_get(struct reconciler *r, struct rop *o);
 static void op_failed(struct reconciler *r, struct rop *o, const char *what,
 		      const struct kube_result *res)
 {
-	int64_t now = clock_now_ms();
-	backoff(o, now);
+	backoff(o, clock_now_ms());
 	json_t *d = json_pack("{s:s, s:s, s:I, s:s?, s:i}", "operation", what, "outcome",
 			      res->outcome == KUBE_UNKNOWN ? "unknown" : "not_sent", "status",
 			      (json_int_t)res->status, "reason", res->reason, "retry_in_ms",
@@ -581,12 +649,29 @@ static void op_failed(struct reconciler *r, struct rop *o, const char *what,
 	waiters_fire(o, 0);
 }
 
-static void adopt(struct reconciler *r, struct rop *o, json_t *job)
+/* Records that the task's Job exists (its uid) in SQLite. The picture is left to the watch:
+ * an answer may be older than what the watch already showed. */
+static void adopt(struct reconciler *r, struct rop *o, const json_t *job)
 {
-	pic_upsert(&r->jobs, job);
+	struct task_row row;
+	const char *uid = jstr(job, "metadata", "uid");
+	if (uid && store_task_load(r->srv->store, o->id, &row) == 0 &&
+	    strcmp(row.job_uid, uid) != 0) {
+		char expected[16];
+		snprintf(expected, sizeof expected, "%s", row.state);
+		snprintf(row.job_uid, sizeof row.job_uid, "%s", uid);
+		row.job_suspended = json_is_true(jpath(job, "spec", "suspend"));
+		if (strcmp(row.state, "unknown") == 0 || strcmp(row.state, "creating") == 0)
+			snprintf(row.state, sizeof row.state, "pending");
+		json_t *d = json_pack("{s:s}", "job_uid", uid);
+		if (store_task_observe(r->srv->store, &row, expected, d, clock_now_ms()))
+			log_warn("recon", "adopt_not_recorded", "task=%s", o->id);
+		json_decref(d);
+	}
 	o->backoff_ms = 0;
 	o->next_try_ms = 0;
 	op_done_common(r, o);
+	waiters_fire(o, 0);
 }
 
 static void on_post(void *arg, const struct kube_result *res)
@@ -596,15 +681,13 @@ static void on_post(void *arg, const struct kube_result *res)
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
 		log_info("recon", "job_created", "task=%s uid=%s", o->id,
 			 log_q(jstr(res->body, "metadata", "uid")));
-		adopt(r, o, res->body);
-		/* Recorded by the observation at the safe point, before the waiters are told. */
-		return;
+		return adopt(r, o, res->body);
 	}
 	if (res->outcome == KUBE_REJECTED && res->status == 409) {
 		/* AlreadyExists: ours from an earlier attempt whose answer was lost, or a cancel
 		 * marker. Observe and adopt. */
-		note(r, o->id, "create_conflict", json_pack("{s:s}", "detail",
-							    "Job exists already; observing it"));
+		note(r, o->id, "create_conflict",
+		     json_pack("{s:s}", "detail", "the Job exists already; observing it"));
 		o->op = OP_NONE;
 		return start_get(r, o);
 	}
@@ -622,10 +705,10 @@ static void on_post(void *arg, const struct kube_result *res)
 static void start_post(struct reconciler *r, struct rop *o, const struct task_row *row)
 {
 	const struct gwb_config *cfg = r->srv->cfg;
+	int cancel = row->cancel_requested || strcmp(row->state, "cancelling") == 0;
 	struct jobspec_in in = { row->id, row->team, row->mem_mib, row->core_pct, row->count,
 				 row->duration_s, row->qos, row->experiment, r->ns,
-				 cfg->kube_worker_image, cfg->kube_isolation,
-				 row->cancel_requested };
+				 cfg->kube_worker_image, cfg->kube_isolation, cancel };
 	json_t *job = jobspec_build(&in);
 	char path[256];
 	snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs", r->ns);
@@ -643,9 +726,12 @@ static void on_get(void *arg, const struct kube_result *res)
 {
 	struct rop *o = arg;
 	struct reconciler *r = o->r;
+	struct task_row row;
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
 		if (jobspec_is_ours(res->body, o->id)) {
+			/* The watch will show it; wait a little before asking again. */
 			adopt(r, o, res->body);
+			backoff(o, clock_now_ms());
 			return;
 		}
 		json_t *d = json_pack("{s:s?, s:O?}", "job_uid", jstr(res->body, "metadata", "uid"),
@@ -657,10 +743,23 @@ static void on_get(void *arg, const struct kube_result *res)
 		return;
 	}
 	if (res->status == 404) {
-		struct task_row row;
 		o->op = OP_NONE;
-		if (store_task_load(r->srv->store, o->id, &row) == 0 && !row.released &&
-		    !store_state_is_final(row.state))
+		if (store_task_load(r->srv->store, o->id, &row) != 0 || row.released) {
+			op_done_common(r, o);
+			waiters_fire(o, 0);
+			return;
+		}
+		if (row.job_uid[0]) {
+			/* The Job we created is gone: observed, not inferred. It is never made
+			 * again under the same task. */
+			json_object_set_new(r->gone, o->id, json_string(row.job_uid));
+			note(r, o->id, "job_absent",
+			     json_pack("{s:s, s:I}", "job_uid", row.job_uid, "status", 404));
+			op_done_common(r, o);
+			waiters_fire(o, 0);
+			return;
+		}
+		if (!store_state_is_final(row.state))
 			return start_post(r, o, &row);
 		op_done_common(r, o);
 		waiters_fire(o, 0);
@@ -688,18 +787,13 @@ static void on_patch(void *arg, const struct kube_result *res)
 	struct rop *o = arg;
 	struct reconciler *r = o->r;
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
-		log_info("recon", "job_suspended", "task=%s", o->id);
+		log_info("recon", "job_suspend_requested", "task=%s", o->id);
 		note(r, o->id, "job_suspend_requested", NULL);
-		adopt(r, o, res->body);
-		waiters_fire(o, 0);
-		return;
+		return adopt(r, o, res->body);
 	}
 	if (res->status == 404) {
-		/* Gone since we looked: the next pass creates the marker or proves the end. */
-		char name[64];
-		json_object_del(r->jobs.map, jobspec_name(o->id, name, sizeof name));
-		op_done_common(r, o);
-		return;
+		o->op = OP_NONE;
+		return start_get(r, o); /* gone since we looked: the GET records it */
 	}
 	op_failed(r, o, "suspend_job", res);
 }
@@ -731,6 +825,26 @@ static int queued_is_ours(struct reconciler *r, const struct task_row *row, int6
 	return now - row->created_ms >= r->srv->cfg->reconcile_queued_grace_ms;
 }
 
+/* Picks the next Kubernetes operation for the task, if any. */
+static void act(struct reconciler *r, struct rop *o, const struct task_row *row,
+		const struct view *v)
+{
+	int cancel = row->cancel_requested || strcmp(row->state, "cancelling") == 0;
+	int final = store_state_is_final(row->state);
+	if (release_candidate(r, row, v))
+		return start_list_pods(r, o);
+	if (row->released || v->job_gone)
+		return;
+	if (cancel && v->job && !json_is_true(jpath(v->job, "spec", "suspend")))
+		return start_patch_suspend(r, o);
+	if (v->job)
+		return;
+	/* No Job in the picture: observe before creating (or, with a uid recorded, find out
+	 * whether it is gone). A cancelled task gets the suspended marker. */
+	if (row->job_uid[0] || cancel || (!final && strcmp(row->state, "queued") != 0))
+		start_get(r, o);
+}
+
 static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 {
 	struct task_row row, seen;
@@ -753,7 +867,7 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 			return mark_dirty(r, id);
 	}
 	struct view v;
-	view_build(r, id, &v);
+	view_build(r, &row, &v);
 	seen = row;
 	observe(r, &row, &v);
 	if (row_differs(&row, &seen)) {
@@ -763,23 +877,12 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 			return mark_dirty(r, id); /* changed under us (a cancel): decide again */
 		}
 	}
-	try_release(r, &row, &v);
-	int final = store_state_is_final(row.state);
-	int cancel = row.cancel_requested || strcmp(row.state, "cancelling") == 0;
-	int may_act = now >= o->next_try_ms;
-	if (!row.released && may_act) {
-		if (cancel && v.job && !json_is_true(jpath(v.job, "spec", "suspend")))
-			start_patch_suspend(r, o);
-		else if (cancel && !v.job && !row.job_uid[0])
-			start_get(r, o); /* then the suspended marker if it is absent */
-		else if (!cancel && !final && !v.job && strcmp(row.state, "queued") != 0 &&
-			 !row.job_uid[0])
-			start_get(r, o); /* observe before create */
-	}
+	if (now >= o->next_try_ms)
+		act(r, o, &row, &v);
 	json_decref(v.pods);
 	if (o->op == OP_NONE)
 		waiters_fire(o, 0);
-	if (o->op == OP_NONE && o->nwaiters == 0 && final && row.released)
+	if (o->op == OP_NONE && o->nwaiters == 0 && store_state_is_final(row.state) && row.released)
 		rop_drop(r, id);
 }
 
@@ -866,6 +969,12 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
 	mark_dirty(r, task_id);
 }
 
+void reconciler_kick(struct reconciler *r, const char *task_id)
+{
+	if (r)
+		mark_dirty(r, task_id);
+}
+
 json_t *reconciler_devices_json(struct reconciler *r)
 {
 	struct diag_cards *cards = gwb_malloc(sizeof *cards);
@@ -922,6 +1031,7 @@ int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_
 	r->pods.map = json_object();
 	r->devs.map = json_object();
 	r->dirty = json_object();
+	r->gone = json_object();
 	r->safe_point = event_new(srv->base, -1, 0, on_safe_point, r);
 	char jobs[256], pods[256];
 	snprintf(jobs, sizeof jobs, "/apis/batch/v1/namespaces/%s/jobs", r->ns);
@@ -966,6 +1076,7 @@ void reconciler_free(struct reconciler *r)
 	json_decref(r->pods.listing);
 	json_decref(r->devs.listing);
 	json_decref(r->dirty);
+	json_decref(r->gone);
 	event_free(r->safe_point);
 	gwb_free(r);
 }

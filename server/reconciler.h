@@ -30,6 +30,10 @@ typedef void (*reconciler_done_fn)(void *arg, int rc);
 void reconciler_intent(struct reconciler *r, const char *kind, const char *task_id,
 		       reconciler_done_fn done, void *arg);
 
+/* Asks the reconciler to look at a task now (a submission or cancel when no queue carries
+ * intents). Accepts a NULL reconciler. */
+void reconciler_kick(struct reconciler *r, const char *task_id);
+
 /* GET /v1/devices: every card with totals, health, allocated, free and the tasks on it, and
  * whether the picture is fresh. Returns a new reference. */
 json_t *reconciler_devices_json(struct reconciler *r);
