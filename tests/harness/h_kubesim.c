@@ -30,9 +30,12 @@ static const char default_worker[] =
 	"if [ -n \"${GWB_ANNOTATIONS_FILE-}\" ]; then echo \"annotations-file=$GWB_ANNOTATIONS_FILE\";"
 	" cat \"$GWB_ANNOTATIONS_FILE\"; echo; fi\n"
 	"if [ \"${TERM_MODE-}\" = ignore ]; then trap '' TERM;"
-	" else trap 'echo got-sigterm; kill $child 2>/dev/null; exit 143' TERM; fi\n"
+	" else trap 'echo got-sigterm; [ -n \"$child\" ] && kill $child 2>/dev/null; exit 143' TERM;"
+	" fi\n"
+	"child=\n"
 	"sleep \"${SLEEP-0}\" & child=$!\n"
 	"wait $child\n"
+	"child=\n"
 	"echo done\n"
 	"exit \"${CODE-0}\"\n";
 
@@ -62,12 +65,13 @@ void h_kubesim_init(struct h_kubesim *k)
 static void kubesim_cleanup(void *arg)
 {
 	struct h_kubesim *k = arg;
-	if (!h_proc_alive(&k->proc))
-		return;
+	int alive = h_proc_alive(&k->proc);
+	/* A kubesim that died during the case (a crash, a sanitizer abort) fails it too. */
 	int code = h_proc_stop(&k->proc, SIGTERM, 10000);
 	if (code != 0) {
 		h_proc_dump_log(&k->proc, 40);
-		t_fail_soft("kubesim exited %d on SIGTERM at the end of the case", code);
+		t_fail_soft("kubesim exited %d %s", code,
+			    alive ? "on SIGTERM at the end of the case" : "during the case");
 	}
 }
 

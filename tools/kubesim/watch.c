@@ -1,7 +1,7 @@
 /* Watch streams. A stream's life:
  *
  *   STREAMING --timeout / too old / overflow / shutdown--> ENDED (reply ended, freed at reap)
- *   STREAMING --client closed--> GONE (evhttp frees the request; we free at reap)
+ *   STREAMING --client closed--> GONE (evhttp detaches the request; the reap ends and frees it)
  *
  * Events come synchronously from the store subscription; every event is one compact JSON
  * document and a newline in its own chunk. The connection's output buffer is the queue: when
@@ -200,7 +200,8 @@ static void close_cb(struct evhttp_connection *conn, void *arg)
 	detach(w);
 	w->state = WS_GONE;
 	w->hub->open--;
-	w->req = NULL; /* evhttp frees it after this callback */
+	/* evhttp has detached the unfinished request from the failed connection and left it
+	 * to us: ending it at the reap frees it (evhttp_send_reply_end on a detached request). */
 }
 
 static void timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -276,6 +277,9 @@ void watch_start(struct watch_hub *hub, struct hreq *h, struct watch_params *p)
 	w->table_version = p->table_version;
 	w->include = p->include;
 	w->state = WS_STREAMING;
+	/* p's strings live in h's query: keep what is used after h is gone. */
+	char rvcopy[64];
+	snprintf(rvcopy, sizeof rvcopy, "%s", p->rv ? p->rv : "");
 	http_header_add(h, "Content-Type", "application/json");
 	http_header_add(h, "Cache-Control", "no-cache, private");
 	w->req = http_detach(h);
@@ -286,7 +290,7 @@ void watch_start(struct watch_hub *hub, struct hreq *h, struct watch_params *p)
 	evhttp_send_reply_start(w->req, 200, "OK");
 	evhttp_connection_set_closecb(w->conn, close_cb, w);
 	log_debug("watch", "start", "id=%" PRIu64 " resource=%s rv=%s", w->id, w->r->plural,
-		  log_q(p->rv));
+		  log_q(rvcopy));
 
 	uint64_t now = store_rv(ks->store);
 	if (!initial && !store_can_resume(ks->store, from)) {
@@ -350,6 +354,8 @@ void watch_reap(struct watch_hub *hub)
 			continue;
 		}
 		log_debug("watch", "reap", "id=%" PRIu64 " state=%s", w->id, ws_state_name(w->state));
+		if (w->state == WS_GONE && w->req)
+			evhttp_send_reply_end(w->req);
 		*pp = w->next;
 		watcher_free(w);
 	}
