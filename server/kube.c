@@ -44,6 +44,9 @@ struct kube {
 	struct kube_auth auth;
 	long next_id;
 	struct kreq *reqs;
+	int reachable;         /* how the last request that ended went */
+	long requests, failures;
+	char last_error[160];
 };
 
 static void dup_auth(struct kube_auth *dst, const struct kube_auth *src)
@@ -144,6 +147,34 @@ static void classify(struct kreq *r, CURLcode cc, struct kube_result *res, json_
 	}
 }
 
+static void note_outcome(struct kube *k, const struct kreq *r, const struct kube_result *res)
+{
+	/* A watch that the server closed normally says nothing about reachability. */
+	if (r->is_watch && res->outcome == KUBE_OK)
+		return;
+	k->requests++;
+	k->reachable = res->outcome == KUBE_OK || res->outcome == KUBE_REJECTED;
+	if (!k->reachable) {
+		k->failures++;
+		snprintf(k->last_error, sizeof k->last_error, "%s (status %ld)",
+			 res->reason ? res->reason : "no answer", res->status);
+	}
+}
+
+int kube_reachable(const struct kube *k)
+{
+	return k->reachable;
+}
+
+void kube_describe(const struct kube *k, json_t *o)
+{
+	json_object_set_new(o, "reachable", json_boolean(k->reachable));
+	json_object_set_new(o, "last_error",
+			    k->last_error[0] ? json_string(k->last_error) : json_null());
+	json_object_set_new(o, "requests", json_integer(k->requests));
+	json_object_set_new(o, "failures", json_integer(k->failures));
+}
+
 /* The safe point: finished transfers report, watches deliver, cancelled ones are freed. */
 static void process(struct kube *k)
 {
@@ -162,6 +193,7 @@ static void process(struct kube *k)
 			struct kube_result res;
 			json_t *body;
 			classify(r, cc, &res, &body);
+			note_outcome(k, r, &res);
 			if (!r->cancelled) {
 				if (r->is_watch)
 					r->end(r->arg, &res);
@@ -413,6 +445,7 @@ int kube_new(struct kube **out, struct event_base *base, const struct kube_auth 
 	}
 	struct kube *k = gwb_calloc(1, sizeof *k);
 	k->base = base;
+	k->reachable = 1;
 	dup_auth(&k->auth, auth);
 	k->multi = curl_multi_init();
 	k->timer = evtimer_new(base, on_timer, k);

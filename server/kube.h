@@ -69,6 +69,12 @@ long kube_watch(struct kube *k, const char *path, size_t max_line, int idle_s,
  * ignored. Safe to call from inside any callback of this client. */
 void kube_cancel(struct kube *k, long id);
 
+/* 0 when the most recent request that ended could not reach the server or got no answer
+ * (KUBE_NOT_SENT or KUBE_UNKNOWN), 1 otherwise (or when nothing ended yet). */
+int kube_reachable(const struct kube *k);
+/* Adds {"reachable", "last_error", "requests", "failures"} to o. */
+void kube_describe(const struct kube *k, json_t *o);
+
 /* Percent-encodes s for a query value into out. Returns out. */
 char *kube_query_escape(const char *s, char *out, size_t len);
 

@@ -930,6 +930,11 @@ static const char *health(void *arg, json_t *detail, int *ready)
 	json_object_set_new(detail, "namespace", json_string(r->ns));
 	json_object_set_new(detail, "informers",
 			    json_pack("{s:o, s:o, s:o}", "jobs", j, "pods", p, "devices", d));
+	json_t *api = json_object();
+	kube_describe(r->kube, api);
+	json_object_set_new(detail, "api", api);
+	if (!kube_reachable(r->kube))
+		return "unreachable";
 	return picture_fresh(r) ? "ok" : "stale";
 }
 

@@ -1,0 +1,506 @@
+/* The whole chain on real parts: gwb-server (with and without a real redis-server) against
+ * kubesim, whose kubelet runs the real gwb-worker. The lab's experiments and its hard
+ * questions: unknown outcomes, cancel before create, the three no-release cases, restart
+ * recovery, fragmentation, device health. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "tests/harness/h_kubesim.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/t.h"
+
+#define ADMIN "admin-secret"
+#define TOK "alpha-token-123"
+
+struct stack {
+	struct h_kubesim ks;
+	struct h_redis redis;
+	struct h_server srv;
+	char env_kube[300];
+	char env_redis[PATH_MAX + 32];
+};
+
+/* kubesim (real worker) + gwb-server with a fast housekeeping tick; redis when with_redis. */
+static void stack_start(struct stack *st, int with_redis, const char *const *extra_env)
+{
+	h_kubesim_init(&st->ks);
+	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+	h_kubesim_start(&st->ks);
+	h_server_init(&st->srv);
+	snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
+	int n = 0;
+	st->srv.env[n++] = st->env_kube;
+	st->srv.env[n++] = "GWB_HOUSEKEEPING_INTERVAL_MS=100";
+	st->srv.env[n++] = "GWB_RECONCILE_RESYNC_MS=500";
+	st->srv.env[n++] = "GWB_KUBE_REQUEST_TIMEOUT_MS=1000";
+	if (with_redis) {
+		h_redis_start(&st->redis);
+		snprintf(st->env_redis, sizeof st->env_redis, "GWB_REDIS=%s", st->redis.url);
+		st->srv.env[n++] = st->env_redis;
+	}
+	for (const char *const *e = extra_env; e && *e; e++)
+		st->srv.env[n++] = *e;
+	st->srv.env[n] = NULL;
+	h_server_start(&st->srv);
+	struct h_resp r;
+	h_req(&r, "PUT", st->srv.proc.url, "/v1/teams/alpha", ADMIN,
+	      "{\"gpu_memory_mib\": 40960, \"gpu_core_percent\": 800, \"token\": \"" TOK "\"}",
+	      NULL);
+	CHECKF(r.status == 201, "team: %ld %s", r.status, r.body);
+	h_resp_free(&r);
+}
+
+static const char *url(struct stack *st)
+{
+	return st->srv.proc.url;
+}
+
+static json_t *jget(json_t *o, const char *path)
+{
+	char buf[160];
+	snprintf(buf, sizeof buf, "%s", path);
+	for (char *tok = buf, *dot; tok && o; tok = dot) {
+		dot = strchr(tok, '.');
+		if (dot)
+			*dot++ = '\0';
+		o = json_is_array(o) ? json_array_get(o, (size_t)strtol(tok, NULL, 10))
+				     : json_object_get(o, tok);
+	}
+	return o;
+}
+
+static const char *js(json_t *o, const char *path)
+{
+	json_t *v = jget(o, path);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Submits and returns the task id (static ring). */
+static const char *submit(struct stack *st, int mem, int core, int secs, const char *exp)
+{
+	static char ids[8][32];
+	static int slot;
+	char body[256];
+	snprintf(body, sizeof body,
+		 "{\"team\": \"alpha\", \"gpu_memory_mib\": %d, \"gpu_core_percent\": %d, "
+		 "\"duration_seconds\": %d, \"experiment\": \"%s\"}",
+		 mem, core, secs, exp);
+	struct h_resp r;
+	h_req(&r, "POST", url(st), "/v1/tasks", TOK, body, NULL);
+	CHECKF(r.status == 201, "submit: %ld %s", r.status, r.body);
+	char *id = ids[slot++ % 8];
+	snprintf(id, 32, "%s", js(r.json, "id"));
+	h_resp_free(&r);
+	return id;
+}
+
+static json_t *task(struct stack *st, const char *id)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/v1/tasks/%s", id);
+	struct h_resp r;
+	h_req(&r, "GET", url(st), path, TOK, NULL, NULL);
+	CHECKF(r.status == 200, "GET %s: %ld", path, r.status);
+	json_t *t = json_incref(r.json);
+	h_resp_free(&r);
+	return t;
+}
+
+/* Waits until the task's field at path equals want; returns the task (caller decrefs). */
+static json_t *wait_field(struct stack *st, const char *id, const char *path, const char *want,
+			  int timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	for (;;) {
+		json_t *t = task(st, id);
+		json_t *v = jget(t, path);
+		const char *s = json_is_string(v) ? json_string_value(v)
+				: json_is_true(v)  ? "true"
+				: json_is_false(v) ? "false"
+						   : NULL;
+		if (s && strcmp(s, want) == 0)
+			return t;
+		if (clock_mono_ms() > deadline) {
+			char *d = json_dumps(t, JSON_COMPACT);
+			t_log("task: %s", d);
+			gwb_free(d); /* jansson allocates through gwb_malloc here */
+			json_decref(t);
+			h_proc_dump_log(&st->srv.proc, 15);
+			t_fail(__FILE__, __LINE__, "%s: %s never became %s", id, path, want);
+		}
+		json_decref(t);
+		h_sleep_ms(50);
+	}
+}
+
+static long long reserved_mem(struct stack *st)
+{
+	struct h_resp r;
+	h_req(&r, "GET", url(st), "/v1/teams/alpha", TOK, NULL, NULL);
+	long long v = json_integer_value(jget(r.json, "reserved.gpu_memory_mib"));
+	h_resp_free(&r);
+	return v;
+}
+
+static void cancel(struct stack *st, const char *id)
+{
+	char path[80];
+	snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
+	struct h_resp r;
+	h_req(&r, "POST", url(st), path, TOK, NULL, NULL);
+	CHECKF(r.status == 202 || r.status == 200, "cancel: %ld %s", r.status, r.body);
+	h_resp_free(&r);
+}
+
+/* The Jobs with the task's label, as kubesim lists them. */
+static json_t *jobs_of(struct stack *st, const char *id)
+{
+	char path[200];
+	snprintf(path, sizeof path,
+		 "/apis/batch/v1/namespaces/gpu-workbench/jobs?labelSelector=gwb.io%%2Ftask%%3D%s",
+		 id);
+	json_t *list = NULL;
+	CHECK_INT(h_kube(&st->ks, "GET", path, NULL, NULL, &list), 200);
+	json_t *items = json_incref(json_object_get(list, "items"));
+	json_decref(list);
+	return items;
+}
+
+static json_t *pods_of(struct stack *st, const char *id)
+{
+	char path[200];
+	snprintf(path, sizeof path,
+		 "/api/v1/namespaces/gpu-workbench/pods?labelSelector=gwb.io%%2Ftask%%3D%s", id);
+	json_t *list = NULL;
+	CHECK_INT(h_kube(&st->ks, "GET", path, NULL, NULL, &list), 200);
+	json_t *items = json_incref(json_object_get(list, "items"));
+	json_decref(list);
+	return items;
+}
+
+static void fault(struct stack *st, const char *body)
+{
+	long s = h_kubesim_ctl(&st->ks, body ? "PUT" : "DELETE", "/_kubesim/faults", body, NULL);
+	CHECKF(s == 200, "fault %s: %ld", body ? body : "clear", s);
+}
+
+TEST_T(recon_lab_chain_runs_succeeds_and_releases, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	const char *id = submit(&st, 1024, 25, 2, "normal");
+	json_t *t = wait_field(&st, id, "state", "running", 10000);
+	CHECK(js(t, "allocation.annotation") != NULL);
+	CHECK_INT(json_integer_value(jget(t, "allocation.cards.0.gpu_memory_mib")), 1024);
+	CHECK_INT(json_integer_value(jget(t, "allocation.cards.0.gpu_core_percent")), 25);
+	CHECK_STR(js(t, "usage.status"), "unknown");
+	CHECK(js(t, "job.uid") && js(t, "pod.uid"));
+	CHECK_STR(js(t, "pod.node"), "colima-gwb");
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 1024);
+	t = wait_field(&st, id, "state", "succeeded", 15000);
+	CHECK_INT(json_integer_value(jget(t, "pod.exit_code")), 0);
+	json_decref(t);
+	t = wait_field(&st, id, "reservation.released", "true", 5000);
+	CHECK_STR(js(t, "reservation.release_reason"), "job_complete");
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 0);
+	/* The devices view shows both cards, nothing left on them. */
+	struct h_resp r;
+	h_req(&r, "GET", url(&st), "/v1/devices", TOK, NULL, NULL);
+	CHECK_INT(r.status, 200);
+	CHECK_INT(json_array_size(json_object_get(r.json, "cards")), 2);
+	CHECK_INT(json_integer_value(jget(r.json, "cards.0.total.gpu_memory_mib")), 8192);
+	h_resp_free(&r);
+}
+
+TEST_T(recon_sharing_and_overlimit_exit_42, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	const char *a = submit(&st, 1024, 25, 30, "normal");
+	const char *b = submit(&st, 1024, 25, 30, "normal");
+	const char *c = submit(&st, 1024, 25, 30, "normal");
+	json_t *ta = wait_field(&st, a, "state", "running", 10000);
+	json_t *tb = wait_field(&st, b, "state", "running", 10000);
+	json_t *tc = wait_field(&st, c, "state", "running", 10000);
+	/* Three 1024 MiB tasks on two cards: at least two share a card. */
+	long long ma = json_integer_value(jget(ta, "allocation.cards.0.minor"));
+	long long mb = json_integer_value(jget(tb, "allocation.cards.0.minor"));
+	long long mc = json_integer_value(jget(tc, "allocation.cards.0.minor"));
+	CHECKF(ma == mb || mb == mc || ma == mc, "minors %lld %lld %lld", ma, mb, mc);
+	json_decref(ta);
+	json_decref(tb);
+	json_decref(tc);
+	struct h_resp r;
+	h_req(&r, "GET", url(&st), "/v1/devices", TOK, NULL, NULL);
+	long long tasks_on_cards = 0;
+	for (size_t i = 0; i < 2; i++)
+		tasks_on_cards += (long long)json_array_size(
+			jget(json_array_get(json_object_get(r.json, "cards"), i), "tasks"));
+	CHECK_INT(tasks_on_cards, 3);
+	h_resp_free(&r);
+	const char *o = submit(&st, 1024, 25, 30, "overlimit");
+	json_t *t = wait_field(&st, o, "state", "failed", 15000);
+	CHECK_INT(json_integer_value(jget(t, "pod.exit_code")), 42);
+	CHECK_STR(js(t, "pod.reason"), "simulated_limit_rejected");
+	json_decref(t);
+	t = wait_field(&st, o, "reservation.released", "true", 5000);
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 3 * 1024);
+}
+
+TEST_T(recon_timeout_after_create_one_job_quota_kept, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	/* kubesim stores the Job but never answers the create: our POST times out. */
+	fault(&st, "{\"withhold_create\": {\"resource\": \"jobs\", \"count\": 1}}");
+	const char *id = submit(&st, 1024, 25, 30, "normal");
+	json_t *t = wait_field(&st, id, "state", "running", 15000);
+	json_t *jobs = jobs_of(&st, id);
+	CHECK_INT(json_array_size(jobs), 1);
+	CHECK_STR(js(t, "job.uid"), js(json_array_get(jobs, 0), "metadata.uid"));
+	json_decref(jobs);
+	json_decref(t);
+	/* The history shows the unknown outcome, and the quota was never given back. */
+	char path[80];
+	snprintf(path, sizeof path, "/v1/tasks/%s/events", id);
+	struct h_resp r;
+	h_req(&r, "GET", url(&st), path, TOK, NULL, NULL);
+	int unknown = 0, released = 0;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(r.json, "events"), i, e) {
+		unknown |= js(e, "to") && strcmp(js(e, "to"), "unknown") == 0;
+		released |= strcmp(js(e, "type"), "released") == 0;
+	}
+	h_resp_free(&r);
+	CHECK(unknown);
+	CHECK(!released);
+	CHECK_INT(reserved_mem(&st), 1024);
+}
+
+TEST_T(recon_cancel_before_job_exists_leaves_a_suspended_marker, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	fault(&st, "{\"api\": \"refuse\"}");
+	const char *id = submit(&st, 1024, 25, 30, "normal");
+	cancel(&st, id);
+	h_sleep_ms(500);
+	json_t *t = task(&st, id);
+	CHECK_STR(js(t, "state"), "cancelling");
+	CHECK(json_is_false(jget(t, "reservation.released"))); /* API away: nothing proven */
+	json_decref(t);
+	fault(&st, NULL);
+	t = wait_field(&st, id, "state", "cancelled", 15000);
+	CHECK(json_is_true(jget(t, "reservation.released")));
+	json_decref(t);
+	json_t *jobs = jobs_of(&st, id);
+	CHECK_INT(json_array_size(jobs), 1);
+	CHECK(json_is_true(jget(json_array_get(jobs, 0), "spec.suspend")));
+	json_decref(jobs);
+	/* A late create (a retry that was in flight) finds the marker and starts nothing. */
+	char body[1024];
+	snprintf(body, sizeof body,
+		 "{\"apiVersion\": \"batch/v1\", \"kind\": \"Job\", \"metadata\": {\"name\": "
+		 "\"gwb-%s\", \"labels\": {\"gwb.io/task\": \"%s\", \"gwb.io/managed\": \"true\"}}, "
+		 "\"spec\": {\"template\": {\"spec\": {\"restartPolicy\": \"Never\", "
+		 "\"containers\": [{\"name\": \"worker\", \"image\": \"x\"}]}}}}",
+		 id, id);
+	CHECK_INT(h_kube(&st.ks, "POST", "/apis/batch/v1/namespaces/gpu-workbench/jobs", body,
+			 NULL, NULL),
+		  409);
+	h_sleep_ms(500);
+	json_t *pods = pods_of(&st, id);
+	CHECK_INT(json_array_size(pods), 0);
+	json_decref(pods);
+	CHECK_INT(reserved_mem(&st), 0);
+}
+
+TEST_T(recon_terminating_pod_keeps_the_reservation, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	const char *id = submit(&st, 1024, 25, 60, "normal");
+	json_t *t = wait_field(&st, id, "state", "running", 10000);
+	json_decref(t);
+	fault(&st, "{\"stuck_terminating\": [\"*\"]}");
+	cancel(&st, id);
+	/* The Job is suspended and its Pod is deleted, but the Pod stays Terminating. */
+	int64_t deadline = clock_mono_ms() + 10000;
+	for (;;) {
+		json_t *pods = pods_of(&st, id);
+		int terminating = json_array_size(pods) == 1 &&
+				  jget(json_array_get(pods, 0), "metadata.deletionTimestamp");
+		json_decref(pods);
+		if (terminating)
+			break;
+		CHECKF(clock_mono_ms() < deadline, "the pod never showed Terminating");
+		h_sleep_ms(50);
+	}
+	h_sleep_ms(1500);
+	t = task(&st, id);
+	CHECK_STR(js(t, "state"), "cancelling");
+	CHECK(json_is_false(jget(t, "reservation.released")));
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 1024);
+	fault(&st, NULL); /* the kubelet finishes the deletion */
+	t = wait_field(&st, id, "reservation.released", "true", 15000);
+	CHECK_STR(js(t, "state"), "cancelled");
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 0);
+}
+
+TEST_T(recon_api_unreachable_keeps_the_reservation, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	const char *id = submit(&st, 1024, 25, 60, "normal");
+	json_t *t = wait_field(&st, id, "state", "running", 10000);
+	json_decref(t);
+	fault(&st, "{\"api\": \"refuse\"}");
+	cancel(&st, id);
+	h_sleep_ms(1500);
+	t = task(&st, id);
+	CHECK_STR(js(t, "state"), "cancelling");
+	CHECK(json_is_false(jget(t, "reservation.released")));
+	json_decref(t);
+	struct h_resp r;
+	h_req(&r, "GET", url(&st), "/readyz", NULL, NULL, NULL);
+	const char *kst = js(r.json, "dependencies.kube.state");
+	CHECKF(kst && strcmp(kst, "ok") != 0, "kube state %s while the API refuses", kst);
+	h_resp_free(&r);
+	fault(&st, NULL);
+	t = wait_field(&st, id, "reservation.released", "true", 20000);
+	CHECK_STR(js(t, "state"), "cancelled");
+	json_decref(t);
+}
+
+TEST_T(recon_job_gone_pod_running_keeps_the_reservation, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	const char *id = submit(&st, 1024, 25, 4, "normal");
+	json_t *t = wait_field(&st, id, "state", "running", 10000);
+	json_decref(t);
+	char body[160];
+	snprintf(body, sizeof body, "{\"namespace\": \"gpu-workbench\", \"name\": \"gwb-%s\"}", id);
+	CHECK_INT(h_kubesim_ctl(&st.ks, "POST", "/_kubesim/actions/orphan-job", body, NULL), 200);
+	h_sleep_ms(800);
+	json_t *jobs = jobs_of(&st, id);
+	CHECK_INT(json_array_size(jobs), 0);
+	json_decref(jobs);
+	json_t *pods = pods_of(&st, id);
+	CHECK_INT(json_array_size(pods), 1);
+	json_decref(pods);
+	t = task(&st, id);
+	CHECK(json_is_false(jget(t, "reservation.released")));
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 1024);
+	/* The orphaned Pod runs to its end; then, and only then, the quota comes back. */
+	t = wait_field(&st, id, "reservation.released", "true", 15000);
+	CHECK_STR(js(t, "reservation.release_reason"), "job_gone");
+	CHECK_STR(js(t, "state"), "succeeded");
+	json_decref(t);
+}
+
+TEST_T(recon_fragmentation_diagnosed_then_resolved, 90)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	const char *a = submit(&st, 5120, 60, 120, "normal");
+	const char *b = submit(&st, 5120, 60, 120, "normal");
+	json_t *ta = wait_field(&st, a, "state", "running", 10000);
+	json_t *tb = wait_field(&st, b, "state", "running", 10000);
+	CHECK(json_integer_value(jget(ta, "allocation.cards.0.minor")) !=
+	      json_integer_value(jget(tb, "allocation.cards.0.minor")));
+	json_decref(ta);
+	json_decref(tb);
+	const char *c = submit(&st, 4096, 25, 5, "normal");
+	json_t *tc = wait_field(&st, c, "pending.diagnosis.kind", "fragmentation", 10000);
+	CHECK_STR(js(tc, "state"), "pending");
+	const char *msg = js(tc, "pending.scheduler_message");
+	CHECKF(msg && strstr(msg, "0/1 nodes are available"), "message: %s", msg ? msg : "-");
+	CHECK_INT(json_integer_value(jget(tc, "pending.diagnosis.cards.total_free_mib")), 6144);
+	CHECK_INT(json_array_size(jget(tc, "pending.diagnosis.unblock")), 2);
+	json_decref(tc);
+	cancel(&st, a);
+	tc = wait_field(&st, c, "state", "running", 20000);
+	json_decref(tc);
+	/* 9 GiB: never on an 8 GiB card, whatever the quota says. */
+	const char *big = submit(&st, 9216, 10, 5, "normal");
+	json_t *tg = wait_field(&st, big, "pending.diagnosis.kind", "card_capacity", 10000);
+	json_decref(tg);
+}
+
+TEST_T(recon_device_health_change, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	CHECK_INT(h_kubesim_ctl(&st.ks, "POST", "/_kubesim/actions/device-health",
+				"{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": false, "
+				"\"xid\": 79}",
+				NULL),
+		  200);
+	int64_t deadline = clock_mono_ms() + 5000;
+	for (;;) {
+		struct h_resp r;
+		h_req(&r, "GET", url(&st), "/v1/devices", TOK, NULL, NULL);
+		int unhealthy = json_is_false(jget(r.json, "cards.1.healthy"));
+		h_resp_free(&r);
+		if (unhealthy)
+			break;
+		CHECKF(clock_mono_ms() < deadline, "card 1 never showed unhealthy");
+		h_sleep_ms(50);
+	}
+	const char *a = submit(&st, 5120, 60, 60, "normal");
+	json_t *t = wait_field(&st, a, "state", "running", 10000);
+	CHECK_INT(json_integer_value(jget(t, "allocation.cards.0.minor")), 0);
+	json_decref(t);
+	const char *b = submit(&st, 5120, 60, 60, "normal");
+	t = wait_field(&st, b, "pending.diagnosis.kind", "device_unhealthy", 10000);
+	json_decref(t);
+	CHECK_INT(h_kubesim_ctl(&st.ks, "POST", "/_kubesim/actions/device-health",
+				"{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": true}", NULL),
+		  200);
+	t = wait_field(&st, b, "state", "running", 15000);
+	CHECK_INT(json_integer_value(jget(t, "allocation.cards.0.minor")), 1);
+	json_decref(t);
+}
+
+TEST_T(recon_restart_recovery_with_the_queue, 90)
+{
+	struct stack st;
+	stack_start(&st, 1, NULL);
+	const char *id = submit(&st, 1024, 25, 60, "normal");
+	json_t *t = wait_field(&st, id, "state", "running", 15000);
+	char uid[64];
+	snprintf(uid, sizeof uid, "%s", js(t, "job.uid"));
+	json_decref(t);
+	/* Killed in the middle of things, with a second task submitted just before. */
+	const char *late = submit(&st, 1024, 25, 60, "normal");
+	h_server_kill9(&st.srv);
+	h_server_start(&st.srv);
+	t = wait_field(&st, id, "state", "running", 10000);
+	CHECK_STR(js(t, "job.uid"), uid); /* the same Job: not created twice */
+	json_decref(t);
+	json_t *jobs = jobs_of(&st, id);
+	CHECK_INT(json_array_size(jobs), 1);
+	json_decref(jobs);
+	t = wait_field(&st, late, "state", "running", 15000);
+	json_decref(t);
+	jobs = jobs_of(&st, late);
+	CHECK_INT(json_array_size(jobs), 1);
+	json_decref(jobs);
+	CHECK_INT(reserved_mem(&st), 2048);
+	cancel(&st, id);
+	t = wait_field(&st, id, "reservation.released", "true", 15000);
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 1024);
+}
