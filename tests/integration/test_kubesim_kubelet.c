@@ -154,3 +154,23 @@ TEST_T(kubelet_env_annotations_logs, 30)
 	CHECK_INT(h_kube(&k, "GET", PODS "/missing/log", NULL, NULL, &st), 404);
 	json_decref(st);
 }
+
+TEST_T(kubelet_log_follow, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	const char *env[] = { "SLEEP=1", NULL };
+	run_pod(&k, "chatty", env);
+	json_decref(h_kube_wait(&k, PODS "/chatty", h_pred_phase, "Running", 3000, "Running"));
+	const char req[] = "GET " PODS "/chatty/log?follow=true HTTP/1.1\r\nHost: x\r\n"
+			   "Connection: close\r\n\r\n";
+	int64_t t0 = clock_mono_ms();
+	char *got = h_raw(k.url, req, sizeof req - 1, 5000);
+	int64_t took = clock_mono_ms() - t0;
+	/* The stream follows the container to its end, then closes. */
+	CHECKF(strstr(got, "HTTP/1.1 200") && strstr(got, "worker pid=") && strstr(got, "done"),
+	       "%s", got);
+	CHECKF(took < 4500, "the stream did not end with the container (%lld ms)", (long long)took);
+	gwb_free(got);
+}

@@ -16,6 +16,7 @@
 #include "tools/kubesim/discovery.h"
 #include "tools/kubesim/faults.h"
 #include "tools/kubesim/kubelet.h"
+#include "tools/kubesim/logs.h"
 #include "tools/kubesim/obj.h"
 #include "tools/kubesim/patch.h"
 #include "tools/kubesim/selector.h"
@@ -899,7 +900,15 @@ static void do_log(struct hreq *h, struct route *rt)
 	size_t len = n - (size_t)(from - buf);
 	if (limit > 0 && (size_t)limit < len)
 		len = (size_t)limit;
-	http_reply(h, 200, "text/plain", from, len);
+	int follow = 0;
+	if (query_bool(h, "follow", &follow) < 0) {
+		gwb_free(buf);
+		return;
+	}
+	if (follow)
+		logs_follow(ks->logs, h, path, size, from, len, rt->ns, rt->name, obj_uid(pod));
+	else
+		http_reply(h, 200, "text/plain", from, len);
 	gwb_free(buf);
 }
 

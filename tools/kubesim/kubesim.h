@@ -44,6 +44,7 @@ struct ks {
 	struct store *store;
 	struct http *http;
 	struct watch_hub *watch;
+	struct logs *logs;
 	struct faults *faults;
 	struct jobctl *jobctl;
 	struct sched *sched;

@@ -25,6 +25,7 @@
 #include "tools/kubesim/jobctl.h"
 #include "tools/kubesim/kubelet.h"
 #include "tools/kubesim/kubesim.h"
+#include "tools/kubesim/logs.h"
 #include "tools/kubesim/nodemetric.h"
 #include "tools/kubesim/sched.h"
 #include "tools/kubesim/store.h"
@@ -277,6 +278,7 @@ static void reconcile(struct ks *ks)
 			break;
 	}
 	watch_reap(ks->watch);
+	logs_reap(ks->logs);
 }
 
 static void kick_cb(evutil_socket_t fd, short what, void *arg)
@@ -330,6 +332,7 @@ int main(int argc, char **argv)
 	ks.store = store_new((size_t)ks.cfg.history, (uint64_t)clock_now_ms());
 	ks.faults = faults_new(&ks);
 	ks.watch = watch_hub_new(&ks);
+	ks.logs = logs_new(&ks);
 	ks.http = http_new(&ks, api_handle, faults_handle, &ks);
 	ks.jobctl = jobctl_new(&ks);
 	ks.kubelet = kubelet_new(&ks);
@@ -369,6 +372,7 @@ int main(int argc, char **argv)
 out:
 	ks.stopping = 1;
 	watch_hub_free(ks.watch);
+	logs_free(ks.logs);
 	kubelet_free(ks.kubelet);
 	nodemetric_free(ks.nodemetric);
 	http_free(ks.http);
