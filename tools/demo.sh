@@ -1,7 +1,8 @@
 #!/bin/sh
-# `make demo`: starts a private redis-server on a Unix socket and gwb-server on this machine with
-# a demo team, prints how to try it, and keeps running until Ctrl-C. Everything lives under
-# .runtime/ (database, Redis socket, logs).
+# `make demo`: starts a private redis-server on a Unix socket, kubesim (the local Kubernetes API
+# with DeviceShare, whose kubelet runs bin/gwb-worker) and gwb-server on this machine with a
+# demo team, prints how to try the lab's first experiment, and keeps running until Ctrl-C.
+# Everything lives under .runtime/ (database, Redis socket, kubeconfig, logs).
 set -eu
 cd "$(dirname "$0")/.."
 RT=.runtime
@@ -38,8 +39,42 @@ if [ ! -S "$REDIS_SOCK" ]; then
 	exit 1
 fi
 
+# kubesim: two 8 GiB cards on node colima-gwb; pod logs and annotation files under .runtime.
+KS_PORT=${GWB_DEMO_KUBESIM_PORT:-0}
+mkdir -p "$RT/kubesim"
+bin/kubesim --listen "127.0.0.1:$KS_PORT" --worker "$(pwd)/bin/gwb-worker" \
+	--state-dir "$(pwd)/$RT/kubesim" >"$RT/kubesim.log" 2>&1 &
+pids="$pids $!"
+ks_url=""
+for _ in $(seq 1 100); do
+	ks_url=$(sed -n 's/^kubesim listening on //p' "$RT/kubesim.log" | head -n 1)
+	[ -n "$ks_url" ] && break
+	sleep 0.1
+done
+if [ -z "$ks_url" ]; then
+	echo "kubesim did not start; its log:" >&2
+	cat "$RT/kubesim.log" >&2
+	exit 1
+fi
+KUBECONFIG_FILE="$(pwd)/$RT/kubeconfig"
+cat >"$KUBECONFIG_FILE" <<KC
+apiVersion: v1
+kind: Config
+current-context: kubesim
+contexts:
+- name: kubesim
+  context: {cluster: kubesim, user: demo, namespace: gpu-workbench}
+clusters:
+- name: kubesim
+  cluster: {server: "$ks_url"}
+users:
+- name: demo
+  user: {}
+KC
+
 GWB_ADMIN_TOKEN=$ADMIN GWB_DB=$RT/gwb.db GWB_LISTEN=127.0.0.1:$PORT \
-	GWB_REDIS="unix://$REDIS_SOCK" bin/gwb-server >"$RT/gwb-server.log" 2>&1 &
+	GWB_REDIS="unix://$REDIS_SOCK" GWB_KUBE_SERVER="$ks_url" \
+	bin/gwb-server >"$RT/gwb-server.log" 2>&1 &
 pids="$pids $!"
 url=""
 for _ in $(seq 1 100); do
@@ -58,15 +93,24 @@ curl -sS -o /dev/null -X PUT "$url/v1/teams/alpha" -H "Authorization: Bearer $AD
 
 cat <<MSG
 gwb-server is running at $url (log: $RT/gwb-server.log, database: $RT/gwb.db)
+kubesim (the local Kubernetes API, node colima-gwb with two 8 GiB cards) at $ks_url
+  (log: $RT/kubesim.log; kubeconfig: $KUBECONFIG_FILE)
 Redis (intent stream gwb:intents) listens on unix://$REDIS_SOCK (log: $RT/redis.log).
 Team "alpha" has a quota of 10240 MiB and 400% core; its token is $TEAM_TOKEN.
 
-Submit the lab's first task (1024 MiB, 25% of one card, 60 s):
+The lab's first experiment: submit 1024 MiB / 25% of one card for 60 s,
   curl -i -X POST $url/v1/tasks -H 'Authorization: Bearer $TEAM_TOKEN' \\
        -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' \\
        -d '{"team": "alpha", "name": "demo", "gpu_memory_mib": 1024, "gpu_core_percent": 25}'
-Watch the team's reservation grow:
+watch the team's reservation grow,
   curl -s $url/v1/teams/alpha -H 'Authorization: Bearer $TEAM_TOKEN'
+then open the task (state, the allocation annotation, usage "unknown"),
+  curl -s $url/v1/tasks/TASK_ID -H 'Authorization: Bearer $TEAM_TOKEN'
+and look at what the scheduler did:
+  export KUBECONFIG=$KUBECONFIG_FILE
+  kubectl get devices colima-gwb -o yaml
+  kubectl -n gpu-workbench get pods -o yaml     # schedulerName, device-allocated
+  curl -s $url/v1/devices -H 'Authorization: Bearer $TEAM_TOKEN'
 Repeat the submission with the same Idempotency-Key: 200 and the same task.
 
 The same with gwbctl, and the queue as the reconciler sees it:
