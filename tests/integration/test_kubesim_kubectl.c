@@ -67,6 +67,19 @@ TEST_T(kubectl_device_yaml_and_tables, 60)
 	out = kubectl_ok(&k, a2);
 	CHECKF(strstr(out, "STATUS") && strstr(out, "colima-gwb   Ready"), "%s", out);
 	gwb_free(out);
+	/* kubectl create namespace sends protobuf; kubesim reads its metadata. */
+	const char *a3[] = { "create", "namespace", "extra", NULL };
+	out = kubectl_ok(&k, a3);
+	CHECKF(strstr(out, "namespace/extra created"), "%s", out);
+	gwb_free(out);
+	json_t *ns = h_kube_get(&k, "/api/v1/namespaces/extra");
+	CHECK(ns != NULL);
+	json_decref(ns);
+	const char *a4[] = { "delete", "namespace", "extra", NULL };
+	out = kubectl_ok(&k, a4);
+	gwb_free(out);
+	json_decref(h_kube_wait(&k, "/api/v1/namespaces/extra", h_pred_gone, NULL, 3000,
+				"namespace gone"));
 }
 
 TEST_T(kubectl_jobs_pods_watch_delete, 60)

@@ -19,6 +19,7 @@
 #include "tools/kubesim/logs.h"
 #include "tools/kubesim/obj.h"
 #include "tools/kubesim/patch.h"
+#include "tools/kubesim/pbmeta.h"
 #include "tools/kubesim/selector.h"
 #include "tools/kubesim/store.h"
 #include "tools/kubesim/table.h"
@@ -241,9 +242,12 @@ static json_t *list_item(const struct res_def *r, json_t *obj)
 
 /* ---- write verbs (shared with controllers) ---- */
 
+/* A deleted object goes once no finalizer holds it: metadata.finalizers, and for namespaces
+ * spec.finalizers (the namespace controller's "kubernetes"). */
 static int should_remove(const json_t *obj)
 {
 	return obj_deleting(obj) && !obj_has_finalizers(obj) &&
+	       json_array_size(obj_path(obj, "spec.finalizers")) == 0 &&
 	       obj_int(obj, "metadata.deletionGracePeriodSeconds", 0) == 0;
 }
 
@@ -579,12 +583,15 @@ static int delete_generic(struct ks *ks, const struct res_def *r, json_t *cur,
 	json_t *nw = json_deep_copy(cur);
 	if (needs_gc && strcmp(prop, "Background") != 0)
 		add_finalizer(nw, !strcmp(prop, "Foreground") ? "foregroundDeletion" : "orphan");
-	if (r->id == RES_NAMESPACES) {
-		add_finalizer(nw, "kubesim.io/namespace-content");
+	if (r->id == RES_NAMESPACES)
 		obj_set_str(nw, "status.phase", "Terminating");
-	}
 	if (o->dry_run) {
-		*out = obj_has_finalizers(nw) ? nw : (json_decref(nw), status_success(r, cur));
+		if (obj_has_finalizers(nw) || json_array_size(obj_path(nw, "spec.finalizers"))) {
+			*out = nw;
+		} else {
+			json_decref(nw);
+			*out = status_success(r, cur);
+		}
 		return 0;
 	}
 	if (obj_deleting(cur)) {
@@ -592,7 +599,7 @@ static int delete_generic(struct ks *ks, const struct res_def *r, json_t *cur,
 		*out = json_incref(cur);
 		return 0;
 	}
-	if (!obj_has_finalizers(nw)) {
+	if (!obj_has_finalizers(nw) && json_array_size(obj_path(nw, "spec.finalizers")) == 0) {
 		*gone = 1;
 		json_t *fin = NULL;
 		mark_deleting(nw, 0);
@@ -917,9 +924,19 @@ static void do_log(struct hreq *h, struct route *rt)
 static void do_create(struct hreq *h, struct route *rt)
 {
 	struct ks *ks = h->ks;
-	json_t *obj = body_json(h);
-	if (!obj)
+	json_t *obj;
+	if (pbmeta_is_protobuf(h->body, h->body_len)) {
+		/* Protobuf is understood only where the metadata is the whole object. */
+		obj = rt->r->id == RES_NAMESPACES ? pbmeta_decode(h->body, h->body_len) : NULL;
+		if (!obj) {
+			reply_err(h, 415, "UnsupportedMediaType",
+				  "the body of the request was in an unknown format - accepted media "
+				  "types include: application/json");
+			return;
+		}
+	} else if (!(obj = body_json(h))) {
 		return;
+	}
 	const char *dry = http_query(h, "dryRun");
 	int dry_run = dry && !strcmp(dry, "All");
 	struct kerr e = { 0 };
