@@ -262,17 +262,11 @@ int api_commit(struct ks *ks, enum res_id res, json_t *obj)
 	return store_update(ks->store, res, obj, NULL);
 }
 
-static int create_obj(struct ks *ks, const struct res_def *r, const char *ns, json_t *obj,
-		      int dry_run, json_t **out, struct kerr *e)
+/* kind/apiVersion and namespace checks of a create; returns the namespace to use ("" for
+ * cluster-scoped objects) in nsbuf, or a negative error with e. */
+static int create_scope(struct ks *ks, const struct res_def *r, const char *ns, json_t *obj,
+			char *nsbuf, size_t nslen, struct kerr *e)
 {
-	char buf[300];
-	if (out)
-		*out = NULL;
-	if (!json_is_object(obj)) {
-		json_decref(obj);
-		kerr_set(e, 400, "BadRequest", "the object provided is not a JSON object");
-		return GWB_EINVAL;
-	}
 	const char *kind = json_string_value(json_object_get(obj, "kind"));
 	const char *av = json_string_value(json_object_get(obj, "apiVersion"));
 	if ((kind && strcmp(kind, r->kind)) || (av && strcmp(av, r->api_version))) {
@@ -280,64 +274,61 @@ static int create_obj(struct ks *ks, const struct res_def *r, const char *ns, js
 			 "the API version in the data (%s) does not match the expected API version "
 			 "(%s)",
 			 av ? av : "", r->api_version);
-		json_decref(obj);
 		return GWB_EINVAL;
 	}
 	json_object_set_new(obj, "kind", json_string(r->kind));
 	json_object_set_new(obj, "apiVersion", json_string(r->api_version));
 	json_t *meta = obj_child(obj, "metadata");
-	const char *bns = json_string_value(json_object_get(meta, "namespace"));
-	if (r->namespaced) {
-		if (bns && bns[0] && ns && strcmp(bns, ns)) {
-			kerr_set(e, 400, "BadRequest",
-				 "the namespace of the provided object does not match the namespace "
-				 "sent on the request");
-			json_decref(obj);
-			return GWB_EINVAL;
-		}
-		if (!ns || !ns[0])
-			ns = bns && bns[0] ? bns : "default";
-		if (!ns_exists(ks, ns, e)) {
-			json_decref(obj);
-			return GWB_ENOTFOUND;
-		}
-		json_t *nsobj = store_get(ks->store, RES_NAMESPACES, NULL, ns);
-		if (obj_deleting(nsobj)) {
-			kerr_set(e, 403, "Forbidden",
-				 "%s is forbidden: unable to create new content in namespace %s "
-				 "because it is being terminated",
-				 res_qualified(r), ns);
-			json_decref(obj);
-			return GWB_EFORBIDDEN;
-		}
-		json_object_set_new(meta, "namespace", json_string(ns));
-	} else {
+	nsbuf[0] = '\0';
+	if (!r->namespaced) {
 		json_object_del(meta, "namespace");
+		return 0;
 	}
-	const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
-	if (rv && rv[0]) {
+	const char *bns = json_string_value(json_object_get(meta, "namespace"));
+	if (bns && bns[0] && ns && ns[0] && strcmp(bns, ns)) {
 		kerr_set(e, 400, "BadRequest",
-			 "resourceVersion should not be set on objects to be created");
-		json_decref(obj);
+			 "the namespace of the provided object does not match the namespace sent on "
+			 "the request");
 		return GWB_EINVAL;
 	}
+	snprintf(nsbuf, nslen, "%s", ns && ns[0] ? ns : bns && bns[0] ? bns : "default");
+	if (!ns_exists(ks, nsbuf, e))
+		return GWB_ENOTFOUND;
+	if (obj_deleting(store_get(ks->store, RES_NAMESPACES, NULL, nsbuf))) {
+		kerr_set(e, 403, "Forbidden",
+			 "%s is forbidden: unable to create new content in namespace %s because it "
+			 "is being terminated",
+			 res_qualified(r), nsbuf);
+		return GWB_EFORBIDDEN;
+	}
+	json_object_set_new(meta, "namespace", json_string(nsbuf));
+	return 0;
+}
+
+/* metadata.name, from generateName when absent; validated as a DNS subdomain. Sets
+ * *generated. Returns 0 or a negative error with e. */
+static int create_name(struct ks *ks, const struct res_def *r, const char *ns, json_t *obj,
+		       int *generated, struct kerr *e)
+{
+	json_t *meta = obj_child(obj, "metadata");
 	const char *name = json_string_value(json_object_get(meta, "name"));
 	const char *gen = json_string_value(json_object_get(meta, "generateName"));
-	int generated = 0;
+	*generated = 0;
 	if (!name || !name[0]) {
 		if (!gen || !gen[0]) {
 			kerr_invalid(e, r, "", "metadata.name", "FieldValueRequired",
 				     "Required value: name or generateName is required");
-			json_decref(obj);
 			return GWB_EINVAL;
 		}
+		char buf[300];
+		/* Newer servers retry a few times on a clash. */
 		for (int tries = 0; tries < 8; tries++) {
 			obj_gen_name(gen, buf, sizeof buf);
 			if (!store_get(ks->store, r->id, ns, buf))
 				break;
 		}
 		json_object_set_new(meta, "name", json_string(buf));
-		generated = 1;
+		*generated = 1;
 	}
 	name = obj_name(obj);
 	if (!obj_dns_subdomain(name)) {
@@ -348,9 +339,36 @@ static int create_obj(struct ks *ks, const struct res_def *r, const char *ns, js
 			 "with an alphanumeric character",
 			 name);
 		kerr_invalid(e, r, name, "metadata.name", "FieldValueInvalid", text);
-		json_decref(obj);
 		return GWB_EINVAL;
 	}
+	return 0;
+}
+
+static int create_obj(struct ks *ks, const struct res_def *r, const char *ns, json_t *obj,
+		      int dry_run, json_t **out, struct kerr *e)
+{
+	char nsbuf[256], name[256];
+	int generated = 0, rc;
+	if (out)
+		*out = NULL;
+	if (!json_is_object(obj)) {
+		kerr_set(e, 400, "BadRequest", "the object provided is not a JSON object");
+		rc = GWB_EINVAL;
+		goto out;
+	}
+	if ((rc = create_scope(ks, r, ns, obj, nsbuf, sizeof nsbuf, e)) < 0)
+		goto out;
+	json_t *meta = obj_child(obj, "metadata");
+	const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+	if (rv && rv[0]) {
+		kerr_set(e, 400, "BadRequest",
+			 "resourceVersion should not be set on objects to be created");
+		rc = GWB_EINVAL;
+		goto out;
+	}
+	if ((rc = create_name(ks, r, nsbuf, obj, &generated, e)) < 0)
+		goto out;
+	snprintf(name, sizeof name, "%s", obj_name(obj));
 	char uid[37], now[32];
 	obj_uuid(uid);
 	json_object_set_new(meta, "uid", json_string(uid));
@@ -363,11 +381,9 @@ static int create_obj(struct ks *ks, const struct res_def *r, const char *ns, js
 		json_object_set_new(meta, "generation", json_integer(1));
 	if (r->has_status && r->id != RES_NODES)
 		json_object_del(obj, "status");
-	if (admit_create(ks, r, obj, e) < 0) {
-		json_decref(obj);
-		return GWB_EINVAL;
-	}
-	json_t *existing = store_get(ks->store, r->id, ns, name);
+	if ((rc = admit_create(ks, r, obj, e)) < 0)
+		goto out;
+	json_t *existing = store_get(ks->store, r->id, nsbuf, name);
 	if (existing) {
 		kerr_exists(e, r, name, obj_deleting(existing));
 		if (generated)
@@ -375,20 +391,20 @@ static int create_obj(struct ks *ks, const struct res_def *r, const char *ns, js
 				 sizeof e->message - strlen(e->message),
 				 ", the server was not able to generate a unique name for the "
 				 "object");
-		json_decref(obj);
-		return GWB_EEXISTS;
+		rc = GWB_EEXISTS;
+		goto out;
 	}
 	if (dry_run) {
 		*out = obj;
 		return 0;
 	}
-	char key_ns[256], key_name[256];
-	snprintf(key_ns, sizeof key_ns, "%s", ns ? ns : "");
-	snprintf(key_name, sizeof key_name, "%s", name);
 	store_create(ks->store, r->id, obj);
 	if (out)
-		*out = json_incref(store_get(ks->store, r->id, key_ns, key_name));
+		*out = json_incref(store_get(ks->store, r->id, nsbuf, name));
 	return 0;
+out:
+	json_decref(obj);
+	return rc;
 }
 
 int api_create(struct ks *ks, const struct res_def *r, const char *ns, json_t *obj,

@@ -248,199 +248,227 @@ static void set_counter(json_t *st, const char *key, int64_t v)
 		json_object_del(st, key);
 }
 
-static void finish(struct ks *ks, json_t *nw, const char *type, const char *reason,
-		   const char *msg)
+
+/* One Job's pass: what it found and what it will write. */
+struct jobsync {
+	struct jobctl *jc;
+	struct ks *ks;
+	const json_t *job;
+	json_t *nw; /* the Job's new state */
+	struct podkey *keys;
+	size_t np;
+	int64_t now;
+	int64_t succeeded, failed, active, terminating, ready;
+	char target_reason[64], target_msg[600]; /* a failure decided in this pass */
+};
+
+static int tracked(const json_t *pod)
 {
-	obj_set_condition(nw, type, "True", reason, msg, 1);
-	if (!strcmp(type, "Complete")) {
-		char now[32];
-		obj_set_str(nw, "status.completionTime", obj_now(now, sizeof now));
+	size_t j;
+	json_t *f;
+	json_array_foreach(obj_path(pod, "metadata.finalizers"), j, f)
+	{
+		if (json_is_string(f) && !strcmp(json_string_value(f), TRACKING))
+			return 1;
 	}
-	(void)ks;
+	return 0;
+}
+
+/* Counts each newly terminal pod once (through its tracking finalizer). */
+static void js_account(struct jobsync *js)
+{
+	for (size_t i = 0; i < js->np; i++) {
+		json_t *pod = get_pod(js->ks, &js->keys[i]);
+		if (!pod || !obj_pod_terminal(pod) || !tracked(pod))
+			continue;
+		if (!strcmp(obj_str(pod, "status.phase"), "Succeeded")) {
+			js->succeeded++;
+		} else {
+			char msg[600];
+			const char *action = match_policy(js->job, pod, msg, sizeof msg);
+			if (!action || strcmp(action, "Ignore") != 0) {
+				js->failed++;
+				failmark(js->jc, obj_uid(js->job), 1)->at_ms = js->now;
+				if (action && !strcmp(action, "FailJob") && !js->target_reason[0]) {
+					snprintf(js->target_reason, sizeof js->target_reason,
+						 "PodFailurePolicy");
+					snprintf(js->target_msg, sizeof js->target_msg, "%s", msg);
+				}
+			}
+		}
+		strip_finalizer(js->ks, pod);
+	}
+}
+
+static void js_count_live(struct jobsync *js)
+{
+	for (size_t i = 0; i < js->np; i++) {
+		json_t *pod = get_pod(js->ks, &js->keys[i]);
+		if (!pod || obj_pod_terminal(pod))
+			continue;
+		if (obj_deleting(pod)) {
+			js->terminating++;
+		} else {
+			js->active++;
+			js->ready += obj_condition_true(pod, "Ready");
+		}
+	}
+}
+
+static void js_delete_active(struct jobsync *js)
+{
+	for (size_t i = 0; i < js->np; i++)
+		delete_pod(js->ks, js->job, &js->keys[i]);
+}
+
+/* Decides FailureTarget (pod failure policy, backoff limit, deadline). Returns 1 when the
+ * Job is (now) failing. */
+static int js_failure_target(struct jobsync *js)
+{
+	if (obj_condition_true(js->nw, "FailureTarget"))
+		return 1;
+	int64_t ads = obj_int(js->job, "spec.activeDeadlineSeconds", -1), start;
+	if (js->target_reason[0]) {
+		/* FailJob matched above */
+	} else if (js->failed > obj_int(js->job, "spec.backoffLimit", 6)) {
+		snprintf(js->target_reason, sizeof js->target_reason, "BackoffLimitExceeded");
+		snprintf(js->target_msg, sizeof js->target_msg,
+			 "Job has reached the specified backoff limit");
+	} else if (ads >= 0 && !obj_true(js->job, "spec.suspend") &&
+		   obj_time_ms(js->job, "status.startTime", &start) == 0 &&
+		   js->now - start >= ads * 1000) {
+		snprintf(js->target_reason, sizeof js->target_reason, "DeadlineExceeded");
+		snprintf(js->target_msg, sizeof js->target_msg,
+			 "Job was active longer than specified deadline");
+	} else {
+		return 0;
+	}
+	obj_set_condition(js->nw, "FailureTarget", "True", js->target_reason, js->target_msg, 1);
+	log_info("jobctl", "failure_target", "job=%s/%s reason=%s", obj_ns(js->job),
+		 obj_name(js->job), js->target_reason);
+	return 1;
+}
+
+/* A failing Job: its pods are terminated, then Failed (the 1.31+ sequencing). */
+static void js_fail(struct jobsync *js)
+{
+	js_delete_active(js);
+	js->active = 0;
+	for (size_t i = 0; i < js->np; i++) {
+		json_t *pod = get_pod(js->ks, &js->keys[i]);
+		if (pod && !obj_pod_terminal(pod))
+			return;
+	}
+	json_t *ft = obj_condition(js->nw, "FailureTarget");
+	char reason[64], msg[600];
+	snprintf(reason, sizeof reason, "%s",
+		 obj_str(ft, "reason") ? obj_str(ft, "reason") : "Failed");
+	snprintf(msg, sizeof msg, "%s", obj_str(ft, "message") ? obj_str(ft, "message") : "");
+	obj_set_condition(js->nw, "Failed", "True", reason, msg, 1);
+	events_record(js->ks, js->job, "Warning", reason, msg, COMPONENT);
+}
+
+static void js_suspend(struct jobsync *js)
+{
+	for (size_t i = 0; i < js->np; i++) {
+		json_t *pod = get_pod(js->ks, &js->keys[i]);
+		if (pod && !obj_pod_terminal(pod) && !obj_deleting(pod)) {
+			delete_pod(js->ks, js->job, &js->keys[i]);
+			js->terminating++;
+		}
+	}
+	js->active = 0;
+	if (!obj_condition_true(js->job, "Suspended")) {
+		obj_set_condition(js->nw, "Suspended", "True", "JobSuspended", "Job suspended", 1);
+		events_record(js->ks, js->job, "Normal", "Suspended", "Job suspended", COMPONENT);
+	}
+}
+
+/* Back-off before a replacement after failures: base * 2^(failed-1), capped. */
+static int js_backoff_over(struct jobsync *js)
+{
+	struct failmark *fm = failmark(js->jc, obj_uid(js->job), 0);
+	if (js->failed <= 0 || !fm)
+		return 1;
+	int64_t delay = js->ks->cfg.job_backoff_ms;
+	for (int64_t f = 1; f < js->failed && delay < BACKOFF_MAX_MS; f++)
+		delay *= 2;
+	if (delay > BACKOFF_MAX_MS)
+		delay = BACKOFF_MAX_MS;
+	return js->now - fm->at_ms >= delay;
+}
+
+static void js_run(struct jobsync *js)
+{
+	char nowbuf[32];
+	if (obj_condition_true(js->job, "Suspended")) {
+		obj_set_condition(js->nw, "Suspended", "False", "JobResumed", "Job resumed", 1);
+		events_record(js->ks, js->job, "Normal", "Resumed", "Job resumed", COMPONENT);
+		obj_set_str(js->nw, "status.startTime", obj_now(nowbuf, sizeof nowbuf));
+	}
+	if (!obj_str(js->nw, "status.startTime"))
+		obj_set_str(js->nw, "status.startTime", obj_now(nowbuf, sizeof nowbuf));
+	int64_t completions = obj_int(js->job, "spec.completions", 1);
+	if (js->succeeded >= completions) {
+		obj_set_condition(js->nw, "SuccessCriteriaMet", "True", "CompletionsReached",
+				  "Reached expected number of succeeded pods", 1);
+		js_delete_active(js);
+		if (js->active == 0 && js->terminating == 0) {
+			obj_set_condition(js->nw, "Complete", "True", "CompletionsReached",
+					  "Reached expected number of succeeded pods", 1);
+			obj_set_str(js->nw, "status.completionTime", obj_now(nowbuf, sizeof nowbuf));
+			events_record(js->ks, js->job, "Normal", "Completed", "Job completed",
+				      COMPONENT);
+		}
+		js->active = 0;
+		return;
+	}
+	int64_t want = completions - js->succeeded;
+	int64_t parallelism = obj_int(js->job, "spec.parallelism", 1);
+	if (want > parallelism)
+		want = parallelism;
+	/* podReplacementPolicy Failed: terminating pods still count until they are gone. */
+	const char *prp = obj_str(js->job, "spec.podReplacementPolicy");
+	int64_t have = js->active + (prp && !strcmp(prp, "Failed") ? js->terminating : 0);
+	if (want > have && js_backoff_over(js))
+		for (int64_t c = 0; c < want - have; c++)
+			if (create_pod(js->ks, js->job) == 0)
+				js->active++;
 }
 
 static void sync_job(struct jobctl *jc, const json_t *job)
 {
-	struct ks *ks = jc->ks;
-	int64_t now = clock_now_ms();
-	struct podkey *keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *keys);
-	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), keys, MAX_PODS_PER_JOB);
-	json_t *nw = json_deep_copy(job);
-	json_t *st = obj_child(nw, "status");
-	int64_t succeeded = obj_int(job, "status.succeeded", 0);
-	int64_t failed = obj_int(job, "status.failed", 0);
-	char target_reason[64] = "", target_msg[600] = "";
-	/* Count newly terminal pods once. */
-	for (size_t i = 0; i < np; i++) {
-		json_t *pod = get_pod(ks, &keys[i]);
-		if (!pod || !obj_pod_terminal(pod))
-			continue;
-		json_t *fin = obj_path(pod, "metadata.finalizers");
-		int tracked = 0;
-		size_t j;
-		json_t *f;
-		json_array_foreach(fin, j, f) tracked |= !strcmp(json_string_value(f) ? json_string_value(f) : "", TRACKING);
-		if (!tracked)
-			continue;
-		const char *phase = obj_str(pod, "status.phase");
-		if (!strcmp(phase, "Succeeded")) {
-			succeeded++;
-		} else {
-			char msg[600];
-			const char *action = match_policy(job, pod, msg, sizeof msg);
-			if (action && !strcmp(action, "Ignore")) {
-				/* not counted */
-			} else {
-				failed++;
-				failmark(jc, obj_uid(job), 1)->at_ms = now;
-				if (action && !strcmp(action, "FailJob") && !target_reason[0]) {
-					snprintf(target_reason, sizeof target_reason, "PodFailurePolicy");
-					snprintf(target_msg, sizeof target_msg, "%s", msg);
-				}
-			}
-		}
-		strip_finalizer(ks, pod);
-	}
-	set_counter(st, "succeeded", succeeded);
-	set_counter(st, "failed", failed);
-
-	int64_t active = 0, terminating = 0, ready = 0;
-	for (size_t i = 0; i < np; i++) {
-		json_t *pod = get_pod(ks, &keys[i]);
-		if (!pod || obj_pod_terminal(pod))
-			continue;
-		if (obj_deleting(pod)) {
-			terminating++;
-		} else {
-			active++;
-			ready += obj_condition_true(pod, "Ready");
-		}
-	}
-
-	int finished = obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed");
-	int64_t completions = obj_int(job, "spec.completions", 1);
-	int64_t parallelism = obj_int(job, "spec.parallelism", 1);
-	int suspended = obj_true(job, "spec.suspend");
-	const char *prp = obj_str(job, "spec.podReplacementPolicy");
-	int wait_terminal = prp && !strcmp(prp, "Failed");
-
-	if (!finished) {
-		json_t *ft = obj_condition(nw, "FailureTarget");
-		if (!ft || strcmp(obj_str(ft, "status") ? obj_str(ft, "status") : "", "True")) {
-			int64_t ads = obj_int(job, "spec.activeDeadlineSeconds", -1);
-			int64_t start;
-			if (!target_reason[0] && failed > obj_int(job, "spec.backoffLimit", 6)) {
-				snprintf(target_reason, sizeof target_reason, "BackoffLimitExceeded");
-				snprintf(target_msg, sizeof target_msg,
-					 "Job has reached the specified backoff limit");
-			} else if (!target_reason[0] && ads >= 0 && !suspended &&
-				   obj_time_ms(job, "status.startTime", &start) == 0 &&
-				   now - start >= ads * 1000) {
-				snprintf(target_reason, sizeof target_reason, "DeadlineExceeded");
-				snprintf(target_msg, sizeof target_msg,
-					 "Job was active longer than specified deadline");
-			}
-			if (target_reason[0]) {
-				obj_set_condition(nw, "FailureTarget", "True", target_reason,
-						  target_msg, 1);
-				log_info("jobctl", "failure_target", "job=%s/%s reason=%s",
-					 obj_ns(job), obj_name(job), target_reason);
-			}
-		}
-		ft = obj_condition(nw, "FailureTarget");
-		if (ft && !strcmp(obj_str(ft, "status") ? obj_str(ft, "status") : "", "True")) {
-			for (size_t i = 0; i < np; i++)
-				delete_pod(ks, job, &keys[i]);
-			active = 0;
-			/* Failed only once every pod has terminated (the 1.31+ sequencing). */
-			int left = 0;
-			for (size_t i = 0; i < np; i++) {
-				json_t *pod = get_pod(ks, &keys[i]);
-				left += pod && !obj_pod_terminal(pod);
-			}
-			if (!left) {
-				char reason[64], msg[600];
-				snprintf(reason, sizeof reason, "%s",
-					 obj_str(ft, "reason") ? obj_str(ft, "reason") : "Failed");
-				snprintf(msg, sizeof msg, "%s",
-					 obj_str(ft, "message") ? obj_str(ft, "message") : "");
-				finish(ks, nw, "Failed", reason, msg);
-				events_record(ks, job, "Warning", reason, msg, COMPONENT);
-			}
-		} else if (suspended) {
-			for (size_t i = 0; i < np; i++) {
-				json_t *pod = get_pod(ks, &keys[i]);
-				if (pod && !obj_pod_terminal(pod) && !obj_deleting(pod)) {
-					delete_pod(ks, job, &keys[i]);
-					terminating++;
-				}
-			}
-			active = 0;
-			if (!obj_condition_true(job, "Suspended")) {
-				obj_set_condition(nw, "Suspended", "True", "JobSuspended",
-						  "Job suspended", 1);
-				events_record(ks, job, "Normal", "Suspended", "Job suspended",
-					      COMPONENT);
-			}
-		} else {
-			char nowbuf[32];
-			if (obj_condition_true(job, "Suspended")) {
-				obj_set_condition(nw, "Suspended", "False", "JobResumed", "Job resumed",
-						  1);
-				events_record(ks, job, "Normal", "Resumed", "Job resumed", COMPONENT);
-				obj_set_str(nw, "status.startTime", obj_now(nowbuf, sizeof nowbuf));
-			}
-			if (!obj_str(nw, "status.startTime"))
-				obj_set_str(nw, "status.startTime", obj_now(nowbuf, sizeof nowbuf));
-			if (succeeded >= completions) {
-				obj_set_condition(nw, "SuccessCriteriaMet", "True", "CompletionsReached",
-						  "Reached expected number of succeeded pods", 1);
-				for (size_t i = 0; i < np; i++)
-					delete_pod(ks, job, &keys[i]);
-				if (active == 0 && terminating == 0) {
-					finish(ks, nw, "Complete", "CompletionsReached",
-					       "Reached expected number of succeeded pods");
-					events_record(ks, job, "Normal", "Completed", "Job completed",
-						      COMPONENT);
-				}
-				active = 0;
-			} else {
-				int64_t want = completions - succeeded;
-				if (want > parallelism)
-					want = parallelism;
-				int64_t have = active + (wait_terminal ? terminating : 0);
-				struct failmark *fm = failmark(jc, obj_uid(job), 0);
-				int64_t delay = 0;
-				if (failed > 0 && fm) {
-					delay = jc->ks->cfg.job_backoff_ms;
-					for (int64_t f = 1; f < failed && delay < BACKOFF_MAX_MS; f++)
-						delay *= 2;
-					if (delay > BACKOFF_MAX_MS)
-						delay = BACKOFF_MAX_MS;
-				}
-				if (want > have && (!fm || now - fm->at_ms >= delay)) {
-					for (int64_t c = 0; c < want - have; c++)
-						if (create_pod(ks, job) == 0)
-							active++;
-				}
-			}
-		}
+	struct jobsync js = { .jc = jc, .ks = jc->ks, .job = job, .now = clock_now_ms() };
+	js.keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *js.keys);
+	js.np = owned_pods(js.ks, obj_ns(job), obj_uid(job), js.keys, MAX_PODS_PER_JOB);
+	js.nw = json_deep_copy(job);
+	js.succeeded = obj_int(job, "status.succeeded", 0);
+	js.failed = obj_int(job, "status.failed", 0);
+	js_account(&js);
+	js_count_live(&js);
+	if (obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed")) {
+		js_delete_active(&js);
+		js.active = 0;
+	} else if (js_failure_target(&js)) {
+		js_fail(&js);
+	} else if (obj_true(job, "spec.suspend")) {
+		js_suspend(&js);
 	} else {
-		for (size_t i = 0; i < np; i++)
-			delete_pod(ks, job, &keys[i]);
-		active = 0;
+		js_run(&js);
 	}
-	set_counter(st, "active", active);
-	json_object_set_new(st, "ready", json_integer(ready > active ? active : ready));
-	json_object_set_new(st, "terminating", json_integer(terminating));
+	json_t *st = obj_child(js.nw, "status");
+	set_counter(st, "succeeded", js.succeeded);
+	set_counter(st, "failed", js.failed);
+	set_counter(st, "active", js.active);
+	json_object_set_new(st, "ready", json_integer(js.ready > js.active ? js.active : js.ready));
+	json_object_set_new(st, "terminating", json_integer(js.terminating));
 	if (!json_object_get(st, "uncountedTerminatedPods"))
 		json_object_set_new(st, "uncountedTerminatedPods", json_object());
-	gwb_free(keys);
-	if (json_equal(nw, job)) {
-		json_decref(nw);
-		return;
-	}
-	api_commit(ks, RES_JOBS, nw);
+	gwb_free(js.keys);
+	if (json_equal(js.nw, job))
+		json_decref(js.nw);
+	else
+		api_commit(js.ks, RES_JOBS, js.nw);
 }
 
 /* ttlSecondsAfterFinished: delete a finished Job (cascading) once its time is up. */
