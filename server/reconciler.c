@@ -64,11 +64,12 @@ struct kind {
 struct reconciler {
 	struct server *srv;
 	struct kube *kube;
-	struct informer *jobs_inf, *pods_inf, *devs_inf;
+	struct informer *jobs_inf, *pods_inf, *devs_inf, *events_inf;
 	struct picture jobs, pods, devs;
 	struct kind jobs_kind, pods_kind, devs_kind;
 	json_t *dirty; /* task id -> true */
 	json_t *gone;  /* task id -> uid of its Job, observed deleted (an event, a fresh list, a 404) */
+	json_t *sched_seen; /* event uid -> count already noted in a task's history */
 	struct event *safe_point;
 	struct rop *rops;
 	int64_t last_resync_ms;
@@ -292,6 +293,57 @@ static void fresh_changed(void *arg, int fresh);
 
 static const struct informer_ops kind_ops = { kind_list_begin, kind_upsert, kind_remove,
 					      kind_list_end, fresh_changed };
+
+/* The scheduler's own Events about our Pods (FailedScheduling, Scheduled) go into the task's
+ * history once per new occurrence, so "why is my task not running?" has the scheduler's words
+ * with their times. */
+static void event_upsert(void *arg, json_t *ev)
+{
+	struct reconciler *r = arg;
+	const char *reason = jstr(ev, "reason", NULL), *kind = jstr(ev, "involvedObject", "kind");
+	const char *pod = jstr(ev, "involvedObject", "name"), *uid = jstr(ev, "metadata", "uid");
+	if (!reason || !kind || !pod || !uid || strcmp(kind, "Pod") != 0 ||
+	    (strcmp(reason, "FailedScheduling") != 0 && strcmp(reason, "Scheduled") != 0))
+		return;
+	/* Pod "gwb-<task id>-xxxxx": the task id sits between the prefix and the last dash. */
+	const char *dash = strrchr(pod, '-');
+	if (strncmp(pod, "gwb-", 4) != 0 || !dash || dash - pod - 4 <= 0 || dash - pod - 4 >= 32)
+		return;
+	char task[32];
+	snprintf(task, sizeof task, "%.*s", (int)(dash - pod - 4), pod + 4);
+	json_int_t count = json_integer_value(json_object_get(ev, "count"));
+	json_t *seen = json_object_get(r->sched_seen, uid);
+	if (seen && json_integer_value(seen) >= count)
+		return;
+	json_object_set_new(r->sched_seen, uid, json_integer(count));
+	note(r, task, "scheduler_event",
+	     json_pack("{s:s, s:s?, s:s?, s:s, s:I}", "reason", reason, "message",
+		       jstr(ev, "message", NULL), "type", jstr(ev, "type", NULL), "pod", pod,
+		       "count", count));
+	mark_dirty(r, task);
+}
+
+static void event_nop(void *arg)
+{
+	(void)arg;
+}
+
+static void event_remove(void *arg, json_t *ev)
+{
+	struct reconciler *r = arg;
+	const char *uid = jstr(ev, "metadata", "uid");
+	if (uid)
+		json_object_del(r->sched_seen, uid);
+}
+
+static void event_fresh(void *arg, int fresh)
+{
+	(void)arg;
+	(void)fresh;
+}
+
+static const struct informer_ops event_ops = { event_nop, event_upsert, event_remove, event_nop,
+					       event_fresh };
 
 static void mark_active(struct reconciler *r)
 {
@@ -1037,6 +1089,7 @@ int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_
 	r->devs.map = json_object();
 	r->dirty = json_object();
 	r->gone = json_object();
+	r->sched_seen = json_object();
 	r->safe_point = event_new(srv->base, -1, 0, on_safe_point, r);
 	char jobs[256], pods[256];
 	snprintf(jobs, sizeof jobs, "/apis/batch/v1/namespaces/%s/jobs", r->ns);
@@ -1052,6 +1105,11 @@ int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_
 	r->devs_inf = informer_new(r->kube, srv->base, "devices",
 				   "/apis/scheduling.koordinator.sh/v1alpha1/devices", NULL, wt, idle,
 				   &kind_ops, &r->devs_kind);
+	char events[256];
+	snprintf(events, sizeof events, "/api/v1/namespaces/%s/events", r->ns);
+	r->events_inf = informer_new(r->kube, srv->base, "events", events, NULL, wt, idle,
+				     &event_ops, r);
+	informer_start(r->events_inf);
 	informer_start(r->jobs_inf);
 	informer_start(r->pods_inf);
 	informer_start(r->devs_inf);
@@ -1068,6 +1126,7 @@ void reconciler_free(struct reconciler *r)
 	informer_free(r->jobs_inf);
 	informer_free(r->pods_inf);
 	informer_free(r->devs_inf);
+	informer_free(r->events_inf);
 	kube_free(r->kube);
 	while (r->rops) {
 		struct rop *o = r->rops;
@@ -1082,6 +1141,7 @@ void reconciler_free(struct reconciler *r)
 	json_decref(r->devs.listing);
 	json_decref(r->dirty);
 	json_decref(r->gone);
+	json_decref(r->sched_seen);
 	event_free(r->safe_point);
 	gwb_free(r);
 }

@@ -430,6 +430,25 @@ TEST_T(recon_fragmentation_diagnosed_then_resolved, 90)
 	CHECK_INT(json_integer_value(jget(tc, "pending.diagnosis.cards.total_free_mib")), 6144);
 	CHECK_INT(json_array_size(jget(tc, "pending.diagnosis.unblock")), 2);
 	json_decref(tc);
+	/* The scheduler's own Event is in the task's history. */
+	int64_t deadline = clock_mono_ms() + 5000;
+	int seen = 0;
+	while (!seen) {
+		char path[80];
+		snprintf(path, sizeof path, "/v1/tasks/%s/events", c);
+		struct h_resp r;
+		h_req(&r, "GET", url(&st), path, TOK, NULL, NULL);
+		size_t i;
+		json_t *e;
+		json_array_foreach(json_object_get(r.json, "events"), i, e)
+			seen |= strcmp(js(e, "type"), "scheduler_event") == 0 &&
+				js(e, "detail.reason") &&
+				strcmp(js(e, "detail.reason"), "FailedScheduling") == 0;
+		h_resp_free(&r);
+		CHECKF(seen || clock_mono_ms() < deadline, "no FailedScheduling event noted");
+		if (!seen)
+			h_sleep_ms(50);
+	}
 	cancel(&st, a);
 	tc = wait_field(&st, c, "state", "running", 20000);
 	json_decref(tc);
@@ -483,10 +502,27 @@ TEST_T(recon_restart_recovery_with_the_queue, 90)
 	char uid[64];
 	snprintf(uid, sizeof uid, "%s", js(t, "job.uid"));
 	json_decref(t);
-	/* Killed in the middle of things, with a second task submitted just before. */
+	/* A task being cancelled while the API refuses: cancelling, its quota held. */
+	const char *stopping = submit(&st, 1024, 25, 60, "normal");
+	t = wait_field(&st, stopping, "state", "running", 15000);
+	json_decref(t);
+	fault(&st, "{\"api\": \"refuse\"}");
+	cancel(&st, stopping);
+	t = wait_field(&st, stopping, "state", "cancelling", 5000);
+	json_decref(t);
+	/* Killed in the middle of things, with one more task submitted just before. */
 	const char *late = submit(&st, 1024, 25, 60, "normal");
 	h_server_kill9(&st.srv);
 	h_server_start(&st.srv);
+	h_sleep_ms(300);
+	t = task(&st, stopping);
+	CHECK_STR(js(t, "state"), "cancelling");
+	CHECK(json_is_false(jget(t, "reservation.released")));
+	json_decref(t);
+	fault(&st, NULL);
+	t = wait_field(&st, stopping, "state", "cancelled", 15000);
+	CHECK(json_is_true(jget(t, "reservation.released")));
+	json_decref(t);
 	t = wait_field(&st, id, "state", "running", 10000);
 	CHECK_STR(js(t, "job.uid"), uid); /* the same Job: not created twice */
 	json_decref(t);
