@@ -315,6 +315,28 @@ static void device_resource_spec(json_t *pod)
 	}
 }
 
+/* The Kubernetes QoS class from cpu/memory requests and limits (before any rewrite). */
+static const char *k8s_qos_of(const json_t *pod)
+{
+	int any = 0, guaranteed = 1;
+	size_t i;
+	json_t *c;
+	json_array_foreach(obj_path(pod, "spec.containers"), i, c)
+	{
+		json_t *rq = obj_path(c, "resources.requests"), *lm = obj_path(c, "resources.limits");
+		const char *nm[] = { "cpu", "memory" };
+		for (int k = 0; k < 2; k++) {
+			json_t *a = json_object_get(rq, nm[k]), *b = json_object_get(lm, nm[k]);
+			any |= a || b;
+			if (!b || (a && !json_equal(a, b)))
+				guaranteed = 0;
+		}
+	}
+	if (!any)
+		return "BestEffort";
+	return guaranteed ? "Guaranteed" : "Burstable";
+}
+
 static int cmp_name(const void *a, const void *b)
 {
 	return strcmp(obj_name(*(json_t *const *)a), obj_name(*(json_t *const *)b));
@@ -348,31 +370,16 @@ int colocation_admit_pod(struct ks *ks, json_t *pod, struct kerr *e)
 			  obj_name(pod), obj_name(profs[i]));
 	}
 	gwb_free(profs);
-	/* Kubernetes QoS before the rewrite: computed from cpu/memory. */
-	const char *k8s_qos = "BestEffort";
-	{
-		int any = 0, guaranteed = 1;
-		size_t i;
-		json_t *c;
-		json_array_foreach(obj_path(pod, "spec.containers"), i, c)
-		{
-			json_t *rq = obj_path(c, "resources.requests"), *lm = obj_path(c, "resources.limits");
-			const char *nm[] = { "cpu", "memory" };
-			for (int k = 0; k < 2; k++) {
-				json_t *a = json_object_get(rq, nm[k]), *b = json_object_get(lm, nm[k]);
-				any |= a || b;
-				if (!b || (a && !json_equal(a, b)))
-					guaranteed = 0;
-			}
-		}
-		if (any)
-			k8s_qos = guaranteed ? "Guaranteed" : "Burstable";
-	}
-	const char *pc = priority_class(pod, k8s_qos);
-	if (!skip_res && !strcmp(pc, "koord-batch"))
+	/* The profile step ends here for a pod no profile matched; DeviceResourceSpec and the
+	 * validation still run. */
+	if (!applied)
+		goto validate;
+	const char *cls = priority_class(pod, k8s_qos_of(pod));
+	if (!skip_res && !strcmp(cls, "koord-batch"))
 		rewrite_resources(pod, "batch");
-	else if (!skip_res && !strcmp(pc, "koord-mid"))
+	else if (!skip_res && !strcmp(cls, "koord-mid"))
 		rewrite_resources(pod, "mid");
+validate:;
 	/* Validation (applies to every pod). */
 	const char *qos = obj_label(pod, QOS_LABEL);
 	if (has_colocation_resources(pod) && (!qos || strcmp(qos, "BE"))) {
@@ -381,6 +388,7 @@ int colocation_admit_pod(struct ks *ks, json_t *pod, struct kerr *e)
 			 "must specify koordinator QoS BE with koordinator colocation resources");
 		return GWB_EINVAL;
 	}
+	const char *pc = priority_class(pod, k8s_qos_of(pod));
 	if (qos && !strcmp(qos, "BE") && (!pc[0] || !strcmp(pc, "koord-prod"))) {
 		kerr_set(e, 400, "BadRequest",
 			 "admission webhook \"vpod.koordinator.sh\" denied the request: "
@@ -388,7 +396,6 @@ int colocation_admit_pod(struct ks *ks, json_t *pod, struct kerr *e)
 			 pc);
 		return GWB_EINVAL;
 	}
-	(void)applied;
 	device_resource_spec(pod);
 	return 0;
 }
