@@ -10,18 +10,6 @@
 #include "server/http.h"
 #include "server/reconciler.h"
 
-/* Task ids are short and URL-safe (API.md); anything else cannot name a task. */
-static int plausible_id(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 3 || n > 32)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return 0;
-	return 1;
-}
-
 static void not_found(struct req *r, const char *id)
 {
 	http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
@@ -30,7 +18,7 @@ static void not_found(struct req *r, const char *id)
 void api_task_cancel(struct req *r, const char *id)
 {
 	char team[64], state[16];
-	if (!plausible_id(id))
+	if (!api_valid_task_id(id))
 		return not_found(r, id);
 	int rc = store_task_team(r->srv->store, id, team, sizeof team);
 	if (rc == GWB_ENOTFOUND)

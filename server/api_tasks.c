@@ -42,7 +42,7 @@ int api_valid_team(const char *s)
 	return 1;
 }
 
-static int valid_task_id(const char *s)
+int api_valid_task_id(const char *s)
 {
 	size_t n = strlen(s);
 	if (n < 3 || n > 32)
@@ -271,7 +271,7 @@ void api_tasks_list(struct req *r)
 static int task_visible(struct req *r, const char *id)
 {
 	char team[64];
-	if (!valid_task_id(id)) {
+	if (!api_valid_task_id(id)) {
 		http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
 		return 0;
 	}

@@ -63,5 +63,7 @@ void api_readyz(struct req *r);
 
 /* 1 when s is a valid team name: a DNS label (it becomes a Kubernetes label value). */
 int api_valid_team(const char *s);
+/* 1 when s could be a task id: 3-32 lowercase letters, digits and '-' (URL- and DNS-safe). */
+int api_valid_task_id(const char *s);
 
 #endif

@@ -71,6 +71,17 @@ const char *h_path(const char *name)
 	return ring_fmt(h_tmpdir(), name);
 }
 
+const char *h_write_file(const char *name, const char *text)
+{
+	const char *path = h_path(name);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		t_fail(__FILE__, __LINE__, "cannot write %s: %s", path, strerror(errno));
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
 void h_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -50,16 +50,6 @@ static const char *one_card(const char *name, const char *mem, int core)
 	return write_annotations(name, card);
 }
 
-static const char *write_text(const char *name, const char *text)
-{
-	const char *path = h_path(name);
-	FILE *f = fopen(path, "w");
-	CHECK(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	return path;
-}
-
 /* Nothing from the caller's environment may steer the probe or the settings. */
 static void clean_env(void)
 {
@@ -243,12 +233,12 @@ TEST(worker_malformed_budget_exits_2)
 {
 	clean_env();
 	check_exit_2(h_path("missing"), "file_missing");
-	check_exit_2(write_text("noann", "kubernetes.io/config.source=\"api\""),
+	check_exit_2(h_write_file("noann", "kubernetes.io/config.source=\"api\""),
 	             "annotation_missing");
 	check_exit_2(
-	    write_text("unquoted", "scheduling.koordinator.sh/device-allocated={\"gpu\":[]}"),
+	    h_write_file("unquoted", "scheduling.koordinator.sh/device-allocated={\"gpu\":[]}"),
 	    "file_malformed");
-	check_exit_2(write_text("badjson", "scheduling.koordinator.sh/device-allocated="
+	check_exit_2(h_write_file("badjson", "scheduling.koordinator.sh/device-allocated="
 	                                   "\"{\\\"gpu\\\":[{\\\"minor\\\":0,\""),
 	             "annotation_malformed");
 	check_exit_2(one_card("badqty", "1GB", 25), "annotation_malformed");
@@ -372,7 +362,7 @@ TEST(worker_probe_library_mapped_without_driver_is_unknown)
 	clean_env();
 	struct run r;
 	const char *extra[] = {"CUDA_DEVICE_MEMORY_LIMIT=1g",
-	                       setting(1, "GWB_PROC_MAPS", write_text("maps", fake_maps)),
+	                       setting(1, "GWB_PROC_MAPS", h_write_file("maps", fake_maps)),
 	                       setting(2, "GWB_CUDA_LIBRARY", h_path("no-libcuda.so.1")), NULL};
 	json_t *iso = isolation_of(&r, extra);
 	CHECK_STR(verdict_of(iso), "unknown");
@@ -401,7 +391,7 @@ static const char fake_driver_src[] =
 
 static const char *build_fake_driver(void)
 {
-	const char *src = write_text("fakecuda.c", fake_driver_src);
+	const char *src = h_write_file("fakecuda.c", fake_driver_src);
 	static char so[4200];
 	snprintf(so, sizeof so, "%s", h_path("libfakecuda.so"));
 	pid_t pid = fork();
@@ -420,7 +410,7 @@ TEST(worker_probe_with_a_driver_decides_by_trying)
 {
 	clean_env();
 	const char *so = build_fake_driver();
-	const char *maps = write_text("maps", fake_maps);
+	const char *maps = h_write_file("maps", fake_maps);
 	struct run r;
 	/* The library mapped and the over-limit allocation refused: enforced. */
 	const char *refusing[] = {

@@ -9,20 +9,10 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
-static const char *write_file(const char *name, const char *text)
-{
-	const char *p = h_path(name);
-	FILE *f = fopen(p, "w");
-	CHECK(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	return p;
-}
-
 TEST(kubeconfig_current_context_token_and_ca)
 {
 	/* "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==" is "-----BEGIN CERTIFICATE-----\n". */
-	const char *p = write_file(
+	const char *p = h_write_file(
 		"kc", "apiVersion: v1\nkind: Config\ncurrent-context: lab\n"
 		      "contexts:\n- name: other\n  context: {cluster: c2, user: u2}\n"
 		      "- name: lab\n  context: {cluster: c1, user: u1, namespace: gpu-workbench}\n"
@@ -44,24 +34,24 @@ TEST(kubeconfig_errors_name_the_problem)
 {
 	struct kube_auth a;
 	char err[256];
-	const char *p = write_file("kc1", "current-context: x\ncontexts: []\n");
+	const char *p = h_write_file("kc1", "current-context: x\ncontexts: []\n");
 	CHECK(kubeconfig_load(p, &a, err, sizeof err) < 0);
 	CHECKF(strstr(err, "context 'x' not found") != NULL, "%s", err);
-	p = write_file("kc2", "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, "
+	p = h_write_file("kc2", "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, "
 			      "user: u}\nclusters:\n- name: c\n  cluster: {server: "
 			      "https://h:1}\nusers:\n- name: u\n  user:\n    exec: {command: "
 			      "gke-gcloud-auth-plugin}\n");
 	CHECK(kubeconfig_load(p, &a, err, sizeof err) < 0);
 	CHECKF(strstr(err, "exec") != NULL, "%s", err);
-	p = write_file("kc3", "current-context: [unclosed\n");
+	p = h_write_file("kc3", "current-context: [unclosed\n");
 	CHECK(kubeconfig_load(p, &a, err, sizeof err) < 0);
 	CHECK(kubeconfig_load(h_path("absent"), &a, err, sizeof err) == GWB_EIO);
 }
 
 TEST(kubeconfig_token_file_and_in_cluster)
 {
-	write_file("token", "tok-1\n");
-	write_file("namespace", "ml");
+	h_write_file("token", "tok-1\n");
+	h_write_file("namespace", "ml");
 	setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
 	setenv("KUBERNETES_SERVICE_PORT", "443", 1);
 	struct kube_auth a;
@@ -70,7 +60,7 @@ TEST(kubeconfig_token_file_and_in_cluster)
 	CHECK_STR(a.server, "https://10.0.0.1:443");
 	CHECK_STR(a.token, "tok-1");
 	CHECK_STR(a.namespace_, "ml");
-	write_file("token", "tok-2\n");
+	h_write_file("token", "tok-2\n");
 	CHECK_INT(kube_auth_reload_token(&a), 0);
 	CHECK_STR(a.token, "tok-2");
 	kube_auth_free(&a);

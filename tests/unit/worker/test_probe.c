@@ -37,19 +37,9 @@ TEST(probe_limit_reads_like_hami)
 	CHECK_INT(v, 25);
 }
 
-static const char *write_maps(const char *name, const char *text)
-{
-	const char *p = h_path(name);
-	FILE *f = fopen(p, "w");
-	CHECK(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	return p;
-}
-
 TEST(probe_maps_finds_the_library)
 {
-	const char *with = write_maps(
+	const char *with = h_write_file(
 	    "maps1", "55d4c000-55d4d000 r--p 00000000 08:01 123 /usr/bin/gwb-worker\n"
 	             "7f00-7f10 r-xp 00000000 08:01 456 /usr/local/vgpu/libvgpu.so\n"
 	             "7f20-7f30 rw-p 00000000 00:00 0 \n"
@@ -58,7 +48,7 @@ TEST(probe_maps_finds_the_library)
 	CHECK_INT(probe_maps_find(with, "libvgpu.so", found, sizeof found), 1);
 	CHECK_STR(found, "/usr/local/vgpu/libvgpu.so");
 	const char *without =
-	    write_maps("maps2", "7f00-7f10 r-xp 00000000 08:01 456 /usr/lib/libc.so.6\n"
+	    h_write_file("maps2", "7f00-7f10 r-xp 00000000 08:01 456 /usr/lib/libc.so.6\n"
 	                        "7f20-7f30 r-xp 00000000 08:01 457 /opt/not-libvgpu.so/x.so\n");
 	CHECK_INT(probe_maps_find(without, "libvgpu.so", found, sizeof found), 0);
 	CHECK_INT(probe_maps_find(h_path("none"), "libvgpu.so", found, sizeof found), GWB_EIO);
@@ -160,7 +150,7 @@ TEST(probe_run_without_driver)
 	gwb_free(s);
 	json_decref(ev);
 
-	const char *maps = write_maps("maps", "7f00-7f10 r-xp 00000000 08:01 456 "
+	const char *maps = h_write_file("maps", "7f00-7f10 r-xp 00000000 08:01 456 "
 	                                      "/usr/local/vgpu/libvgpu.so\n");
 	ev = run_probe(maps, &a);
 	CHECK_STR(json_string_value(json_object_get(ev, "verdict")), "unknown");
