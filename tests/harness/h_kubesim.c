@@ -22,7 +22,8 @@
 #include "tests/harness/t.h"
 
 /* The default worker: prints its GPU env and annotations, sleeps $SLEEP seconds (fractions
- * allowed), exits $CODE. SIGTERM makes it exit 143 unless TERM_MODE=ignore. */
+ * allowed), exits $CODE. SIGTERM makes it exit 143 (noting it in the file $MARKER when set)
+ * unless TERM_MODE=ignore. */
 static const char default_worker[] =
 	"echo \"worker pid=$$ args=$* NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES-unset} "
 	"CUDA_DEVICE_MEMORY_LIMIT=${CUDA_DEVICE_MEMORY_LIMIT-unset} "
@@ -30,7 +31,8 @@ static const char default_worker[] =
 	"if [ -n \"${GWB_ANNOTATIONS_FILE-}\" ]; then echo \"annotations-file=$GWB_ANNOTATIONS_FILE\";"
 	" cat \"$GWB_ANNOTATIONS_FILE\"; echo; fi\n"
 	"if [ \"${TERM_MODE-}\" = ignore ]; then trap '' TERM;"
-	" else trap 'echo got-sigterm; [ -n \"$child\" ] && kill $child 2>/dev/null; exit 143' TERM;"
+	" else trap 'echo got-sigterm; [ -n \"${MARKER-}\" ] && echo got-sigterm >> \"$MARKER\";"
+	" [ -n \"$child\" ] && kill $child 2>/dev/null; exit 143' TERM;"
 	" fi\n"
 	"child=\n"
 	"sleep \"${SLEEP-0}\" & child=$!\n"

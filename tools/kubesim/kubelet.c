@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -163,6 +164,23 @@ int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *container
 	snprintf(buf, len, "%s/%s.log", dir, container);
 	struct stat st;
 	return stat(buf, &st) == 0 ? 0 : -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The kubelet removes a deleted pod's folder (logs, volumes) once its containers are gone. */
+static void remove_pod_dir(struct kubelet *k, const char *uid)
+{
+	char dir[PATH_MAX];
+	pod_dir(k, uid, dir, sizeof dir);
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static int mkdirs(const char *path)
@@ -904,6 +922,11 @@ void kubelet_sync(struct kubelet *k)
 			continue;
 		}
 		*pp = p->next;
+		int last = 1;
+		for (struct proc *q = k->procs; q; q = q->next)
+			last &= strcmp(q->uid, p->uid) != 0;
+		if (last)
+			remove_pod_dir(k, p->uid);
 		gwb_free(p);
 	}
 }
