@@ -143,6 +143,14 @@ void kubelet_free(struct kubelet *k)
 	gwb_free(k);
 }
 
+int kubelet_terminating(const struct kubelet *k)
+{
+	int n = 0;
+	for (const struct proc *p = k->procs; p; p = p->next)
+		n += p->state == C_TERMINATING;
+	return n;
+}
+
 int kubelet_running(const struct kubelet *k)
 {
 	int n = 0;

@@ -24,6 +24,8 @@ void kubelet_sync(struct kubelet *k);
  * container never started. */
 int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *container, char *buf,
 		     size_t len);
+/* Number of containers between SIGTERM and their exit (they need SIGKILL on time). */
+int kubelet_terminating(const struct kubelet *k);
 /* Number of containers currently running as processes. */
 int kubelet_running(const struct kubelet *k);
 

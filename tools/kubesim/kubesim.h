@@ -52,6 +52,8 @@ struct ks {
 	struct nodemetric *nodemetric;
 	struct event *kick_ev;  /* zero-timeout: one reconcile pass at the next loop turn */
 	struct event *tick_ev;  /* housekeeping timer */
+	uint64_t settled_rv;    /* store resourceVersion after the last reconcile pass */
+	int64_t last_pass_ms;   /* monotonic time of the last reconcile pass */
 	int stopping;
 };
 

@@ -31,9 +31,12 @@
 #include "tools/kubesim/store.h"
 #include "tools/kubesim/watch.h"
 
-/* Housekeeping period: timed controller work (grace periods, back-offs, fault expiry) is
- * picked up within this. */
+/* Housekeeping period: fault expiry, SIGKILL after grace periods and changes nobody kicked
+ * for are picked up within this. */
 #define TICK_MS 200
+/* Timed controller work without a store change (back-offs, TTLs, deadlines, crash-loop
+ * restarts) is picked up within this: a full pass at least this often. */
+#define FULL_PASS_MS 1000
 /* Reconcile passes per kick before yielding to the loop (each pass may cause the next). */
 #define MAX_PASSES 20
 
@@ -277,6 +280,8 @@ static void reconcile(struct ks *ks)
 		if (store_rv(ks->store) == rv)
 			break;
 	}
+	ks->settled_rv = store_rv(ks->store);
+	ks->last_pass_ms = clock_mono_ms();
 	watch_reap(ks->watch);
 	logs_reap(ks->logs);
 }
@@ -294,7 +299,13 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct ks *ks = arg;
 	faults_tick(ks->faults);
-	reconcile(ks);
+	if (store_rv(ks->store) != ks->settled_rv || kubelet_terminating(ks->kubelet) ||
+	    clock_mono_ms() - ks->last_pass_ms >= FULL_PASS_MS) {
+		reconcile(ks);
+	} else {
+		watch_reap(ks->watch);
+		logs_reap(ks->logs);
+	}
 }
 
 static void stop_cb(evutil_socket_t sig, short what, void *arg)
