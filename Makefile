@@ -4,6 +4,7 @@
 #   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl
 #   make test       build and run every test (T=name runs the cases whose name contains it)
 #   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
+#   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
 #   make demo       start the system locally (see README)
 #   make deps       install the Debian packages (idempotent, as root)
@@ -60,7 +61,7 @@ BENCH_SRCS   := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
-.PHONY: all deps test check bench demo clean format lint
+.PHONY: all deps test check bench demo clean format lint fuzz
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
@@ -111,6 +112,11 @@ lint:
 
 bench: all
 	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; GWB_BIN=$(abspath $(BIN)) $$b; done
+
+# libFuzzer drivers for every parser of outside bytes (clang; FUZZ_SECONDS per driver).
+fuzz:
+	@tools/deps.sh
+	@tools/fuzz.sh
 
 demo:
 	@tools/deps.sh

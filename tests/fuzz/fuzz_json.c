@@ -1,0 +1,29 @@
+/* libFuzzer driver: the HTTP body parser (UTF-8 check, strict JSON) and the submission field
+ * readers behind it. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/alloc.h"
+#include "lib/jsonx.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct jx_parse_err pe;
+	json_t *v = jx_parse((const char *)data, size, &pe);
+	if (!v)
+		return 0;
+	struct jx_err e;
+	int64_t i;
+	const char *s;
+	static const char *const qos[] = { "LS", "BE", NULL };
+	static const char *const keys[] = { "team", "gpu_memory_mib", NULL };
+	jx_only_keys(v, keys, &e);
+	jx_int(v, "gpu_memory_mib", 1, 0, 1, 1048576, &i, &e);
+	jx_str(v, "team", 1, NULL, 1, 63, &s, &e);
+	jx_enum(v, "qos", 0, qos, "LS", &s, &e);
+	gwb_free(jx_dump(v));
+	json_decref(v);
+	return 0;
+}
