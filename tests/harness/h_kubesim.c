@@ -301,21 +301,7 @@ int h_kubectl(const struct h_kubesim *k, char **out, const char *const *args)
 		t_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
 	pid_t pid = kubectl_spawn(k, pfd[1], args);
 	close(pfd[1]);
-	size_t cap = 8192, len = 0;
-	char *buf = gwb_malloc(cap);
-	for (;;) {
-		if (len + 4096 > cap) {
-			cap *= 2;
-			buf = gwb_realloc(buf, cap);
-		}
-		ssize_t n = read(pfd[0], buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
+	char *buf = h_read_all(pfd[0]);
 	close(pfd[0]);
 	int st = 0;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)

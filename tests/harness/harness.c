@@ -71,6 +71,26 @@ const char *h_path(const char *name)
 	return ring_fmt(h_tmpdir(), name);
 }
 
+char *h_read_all(int fd)
+{
+	size_t cap = 8192, len = 0;
+	char *buf = gwb_malloc(cap);
+	for (;;) {
+		if (len + 4096 > cap) {
+			cap *= 2;
+			buf = gwb_realloc(buf, cap);
+		}
+		ssize_t n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
 const char *h_write_file(const char *name, const char *text)
 {
 	const char *path = h_path(name);
@@ -278,21 +298,7 @@ char *h_redis_cli(const struct h_redis *r, const char *const *args)
 		_exit(127);
 	}
 	close(pfd[1]);
-	size_t cap = 4096, len = 0;
-	char *out = gwb_malloc(cap);
-	for (;;) {
-		if (len + 1024 > cap) {
-			cap *= 2;
-			out = gwb_realloc(out, cap);
-		}
-		ssize_t n = read(pfd[0], out + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	out[len] = '\0';
+	char *out = h_read_all(pfd[0]);
 	close(pfd[0]);
 	int st;
 	waitpid(pid, &st, 0);

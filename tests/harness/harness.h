@@ -92,6 +92,10 @@ const char *h_err_code(const struct h_resp *r);
  * closes or timeout_ms passes. Caller frees with gwb_free. */
 char *h_raw(const char *url, const char *bytes, size_t len, int timeout_ms);
 
+/* Reads fd until end of file into a NUL-terminated gwb_malloc'd buffer (caller frees with
+ * gwb_free); closes nothing. */
+char *h_read_all(int fd);
+
 /* Writes text into h_path(name) and returns that path (static ring, like h_path); fails the
  * case if it cannot. */
 const char *h_write_file(const char *name, const char *text);
