@@ -40,6 +40,8 @@ void http_reply_json(struct req *r, int status, json_t *body)
 		http_add_header(r, "Content-Type", "application/json");
 	}
 	http_add_header(r, "Cache-Control", "no-store");
+	if (status >= 200 && status < 600)
+		r->srv->http_replies[status / 100]++;
 	evhttp_send_reply(r->ev, status, NULL, buf);
 	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
 	evbuffer_free(buf);
@@ -213,9 +215,12 @@ static void route_v1(struct req *r)
 
 static void route(struct req *r)
 {
-	if (r->nsegs == 1 && (seg_is(r, 0, "healthz") || seg_is(r, 0, "readyz"))) {
+	if (r->nsegs == 1 && (seg_is(r, 0, "healthz") || seg_is(r, 0, "readyz") ||
+			      seg_is(r, 0, "metrics"))) {
 		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
 			return method_not_allowed(r, "GET");
+		if (seg_is(r, 0, "metrics"))
+			return api_metrics(r);
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
 	}
 	if (!seg_is(r, 0, "v1"))

@@ -60,6 +60,7 @@ void api_info(struct req *r);
 void api_devices(struct req *r);
 void api_healthz(struct req *r);
 void api_readyz(struct req *r);
+void api_metrics(struct req *r);
 
 /* 1 when s is a valid team name: a DNS label (it becomes a Kubernetes label value). */
 int api_valid_team(const char *s);

@@ -1026,6 +1026,16 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
 	mark_dirty(r, task_id);
 }
 
+int reconciler_fresh(const struct reconciler *r)
+{
+	return picture_fresh(r);
+}
+
+int reconciler_reachable(const struct reconciler *r)
+{
+	return kube_reachable(r->kube);
+}
+
 void reconciler_kick(struct reconciler *r, const char *task_id)
 {
 	if (r)

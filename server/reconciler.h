@@ -34,6 +34,11 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
  * intents). Accepts a NULL reconciler. */
 void reconciler_kick(struct reconciler *r, const char *task_id);
 
+/* 1 while the Job and Pod informers' picture is fresh. */
+int reconciler_fresh(const struct reconciler *r);
+/* 1 unless the last Kubernetes request that ended could not reach the API server. */
+int reconciler_reachable(const struct reconciler *r);
+
 /* GET /v1/devices: every card with totals, health, allocated, free and the tasks on it, and
  * whether the picture is fresh. Returns a new reference. */
 json_t *reconciler_devices_json(struct reconciler *r);

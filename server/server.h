@@ -36,6 +36,7 @@ struct server {
 	unsigned char admin_hash[32];    /* SHA-256 of the admin token */
 	int has_admin;
 	char url[300];                   /* http://HOST:PORT actually bound */
+	int64_t http_replies[6];         /* replies by status class: [2] = 2xx ... [5] = 5xx */
 	struct {
 		const char *name;
 		server_health_fn fn;

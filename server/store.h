@@ -94,6 +94,10 @@ json_t *store_teams_json(struct store *s);
 /* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
 
+/* Number of tasks in each state, in the order of store_task_states (counts has room for
+ * every state). 0 or GWB_EDB. */
+int store_task_state_counts(struct store *s, int64_t *counts);
+
 /* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
 int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
 

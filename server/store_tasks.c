@@ -410,3 +410,22 @@ int store_idem_purge(struct store *s, int64_t now_ms, int *purged)
 	*purged = rc ? 0 : sqlite3_changes(s->db);
 	return rc;
 }
+
+int store_task_state_counts(struct store *s, int64_t *counts)
+{
+	size_t n = 0;
+	while (store_task_states[n])
+		counts[n++] = 0;
+	sqlite3_stmt *st = store_stmt(s, "SELECT state, COUNT(*) FROM tasks GROUP BY state");
+	if (!st)
+		return GWB_EDB;
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *state = store_col_text(st, 0);
+		for (size_t i = 0; i < n; i++)
+			if (state && strcmp(store_task_states[i], state) == 0)
+				counts[i] = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : GWB_EDB;
+}

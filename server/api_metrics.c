@@ -1,0 +1,74 @@
+/* GET /metrics: Prometheus text exposition of what an operator watches: tasks by state, team
+ * quota and reservations, unpublished intents, the cluster picture, HTTP replies and the
+ * bytes the allocation wrapper holds. Unauthenticated, like /healthz; it names teams but no
+ * task. */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdio.h>
+
+#include "lib/alloc.h"
+#include "server/http.h"
+#include "server/reconciler.h"
+
+static void team_lines(struct evbuffer *b, json_t *teams)
+{
+	size_t i;
+	json_t *t;
+	static const char *const fields[][2] = { { "quota", "gwb_team_quota" },
+						 { "reserved", "gwb_team_reserved" } };
+	for (int f = 0; f < 2; f++) {
+		evbuffer_add_printf(b, "# TYPE %s_gpu_memory_mib gauge\n", fields[f][1]);
+		json_array_foreach(teams, i, t)
+			evbuffer_add_printf(
+				b, "%s_gpu_memory_mib{team=\"%s\"} %lld\n", fields[f][1],
+				json_string_value(json_object_get(t, "team")),
+				(long long)json_integer_value(json_object_get(
+					json_object_get(t, fields[f][0]), "gpu_memory_mib")));
+		evbuffer_add_printf(b, "# TYPE %s_gpu_core_percent gauge\n", fields[f][1]);
+		json_array_foreach(teams, i, t)
+			evbuffer_add_printf(
+				b, "%s_gpu_core_percent{team=\"%s\"} %lld\n", fields[f][1],
+				json_string_value(json_object_get(t, "team")),
+				(long long)json_integer_value(json_object_get(
+					json_object_get(t, fields[f][0]), "gpu_core_percent")));
+	}
+}
+
+void api_metrics(struct req *r)
+{
+	struct server *srv = r->srv;
+	struct evbuffer *b = evbuffer_new();
+	evbuffer_add_printf(b, "# TYPE gwb_build_info gauge\ngwb_build_info{version=\"%s\","
+			       "mode=\"%s\"} 1\n",
+			    GWB_VERSION, srv->cfg->mode);
+	int64_t counts[16];
+	if (store_task_state_counts(srv->store, counts) == 0) {
+		evbuffer_add_printf(b, "# TYPE gwb_tasks gauge\n");
+		for (int i = 0; store_task_states[i]; i++)
+			evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n", store_task_states[i],
+					    (long long)counts[i]);
+	}
+	json_t *teams = store_teams_json(srv->store); /* team names are DNS labels: no escaping */
+	team_lines(b, teams);
+	json_decref(teams);
+	int64_t unpublished;
+	if (store_outbox_unpublished_count(srv->store, &unpublished) == 0)
+		evbuffer_add_printf(b, "# TYPE gwb_outbox_unpublished gauge\n"
+				       "gwb_outbox_unpublished %lld\n",
+				    (long long)unpublished);
+	if (srv->recon)
+		evbuffer_add_printf(b, "# TYPE gwb_kube_picture_fresh gauge\ngwb_kube_picture_fresh %d\n"
+				       "# TYPE gwb_kube_reachable gauge\ngwb_kube_reachable %d\n",
+				    reconciler_fresh(srv->recon), reconciler_reachable(srv->recon));
+	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
+	for (int c = 2; c <= 5; c++)
+		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,
+				    (long long)srv->http_replies[c]);
+	evbuffer_add_printf(b, "# TYPE gwb_alloc_bytes gauge\ngwb_alloc_bytes %zu\n",
+			    gwb_alloc_bytes());
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
+			  "text/plain; version=0.0.4");
+	srv->http_replies[2]++;
+	evhttp_send_reply(r->ev, 200, NULL, b);
+	evbuffer_free(b); /* evhttp_send_reply leaves the buffer ours */
+}
