@@ -72,11 +72,17 @@ json_t *jobspec_build(const struct jobspec_in *in)
 	json_t *pfp = json_pack("{s:[{s:s, s:{s:s, s:s, s:[i, i]}}]}", "rules", "action", "FailJob",
 				"onExitCodes", "containerName", GWB_WORKER_CONTAINER, "operator",
 				"In", "values", 42, 2);
-	return json_pack("{s:s, s:s, s:{s:s, s:s, s:o}, s:{s:i, s:b, s:o, s:{s:{s:o}, s:o}}}",
-			 "apiVersion", "batch/v1", "kind", "Job", "metadata", "name", name,
-			 "namespace", in->namespace_, "labels", labels(in, 0), "spec",
-			 "backoffLimit", 0, "suspend", in->suspend, "podFailurePolicy", pfp,
-			 "template", "metadata", "labels", labels(in, 1), "spec", podspec);
+	json_t *job = json_pack("{s:s, s:s, s:{s:s, s:s, s:o}, s:{s:i, s:b, s:o, s:{s:{s:o}, s:o}}}",
+				"apiVersion", "batch/v1", "kind", "Job", "metadata", "name", name,
+				"namespace", in->namespace_, "labels", labels(in, 0), "spec",
+				"backoffLimit", 0, "suspend", in->suspend, "podFailurePolicy", pfp,
+				"template", "metadata", "labels", labels(in, 1), "spec", podspec);
+	/* Finished Jobs (and their Pods, by garbage collection) go after a while, so neither the
+	 * cluster nor our picture of it grows without end; by then the release is long done. */
+	if (in->ttl_seconds > 0)
+		json_object_set_new(json_object_get(job, "spec"), "ttlSecondsAfterFinished",
+				    json_integer(in->ttl_seconds));
+	return job;
 }
 
 static const char *label(const json_t *obj, const char *key)

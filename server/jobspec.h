@@ -21,6 +21,7 @@ struct jobspec_in {
 	const char *image;        /* the worker's container image */
 	const char *isolation;    /* koordinator.sh/gpu-isolation-provider value, "" for none */
 	int suspend;              /* 1: the cancel marker, created already suspended */
+	int64_t ttl_seconds;      /* ttlSecondsAfterFinished; 0 keeps finished Jobs */
 };
 
 /* The Job's name for a task: "gwb-<task id>". Returns out. */

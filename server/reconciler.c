@@ -149,6 +149,7 @@ static void rop_drop(struct reconciler *r, const char *id)
 	for (struct rop **pp = &r->rops; *pp; pp = &(*pp)->next) {
 		struct rop *o = *pp;
 		if (strcmp(o->id, id) == 0 && o->op == OP_NONE && o->nwaiters == 0) {
+			json_object_del(r->gone, id); /* nothing more is decided for this task */
 			*pp = o->next;
 			gwb_free(o);
 			return;
@@ -760,7 +761,8 @@ static void start_post(struct reconciler *r, struct rop *o, const struct task_ro
 	int cancel = row->cancel_requested || strcmp(row->state, "cancelling") == 0;
 	struct jobspec_in in = { row->id, row->team, row->mem_mib, row->core_pct, row->count,
 				 row->duration_s, row->qos, row->experiment, r->ns,
-				 cfg->kube_worker_image, cfg->kube_isolation, cancel };
+				 cfg->kube_worker_image, cfg->kube_isolation, cancel,
+				 cfg->kube_job_ttl_seconds };
 	json_t *job = jobspec_build(&in);
 	char path[256];
 	snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs", r->ns);

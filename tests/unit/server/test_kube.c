@@ -85,7 +85,7 @@ static const char *s_at(json_t *o, const char *path)
 TEST(jobspec_lab_task_as_koordinator_expects)
 {
 	struct jobspec_in in = { "t-abc", "alpha", 1024, 25, 1, 60, "LS", "normal",
-				 "gpu-workbench", "gwb-worker:local", "HAMi-core", 0 };
+				 "gpu-workbench", "gwb-worker:local", "HAMi-core", 0, 3600 };
 	json_t *job = jobspec_build(&in);
 	CHECK_STR(s_at(job, "metadata|name"), "gwb-t-abc");
 	CHECK_STR(s_at(job, "metadata|labels|gwb.io/task"), "t-abc");
@@ -97,6 +97,7 @@ TEST(jobspec_lab_task_as_koordinator_expects)
 		json_object_get(spec, "podFailurePolicy"), "rules"), 0), "onExitCodes"), "values");
 	CHECK_INT(json_integer_value(json_array_get(codes, 0)), 42);
 	CHECK_STR(s_at(spec, "podFailurePolicy|rules|0|action"), "FailJob");
+	CHECK_INT(json_integer_value(json_object_get(spec, "ttlSecondsAfterFinished")), 3600);
 	CHECK_STR(s_at(spec, "template|spec|schedulerName"), "koord-scheduler");
 	CHECK_STR(s_at(spec, "template|metadata|labels|koordinator.sh/qosClass"), "LS");
 	CHECK_STR(s_at(spec, "template|metadata|labels|koordinator.sh/gpu-isolation-provider"),
@@ -118,10 +119,11 @@ TEST(jobspec_lab_task_as_koordinator_expects)
 	json_decref(job);
 	/* BE, two cards, the cancel marker. */
 	struct jobspec_in be = { "t-be", "alpha", 4096, 50, 2, 60, "BE", "overlimit",
-				 "gpu-workbench", "img", "", 1 };
+				 "gpu-workbench", "img", "", 1, 0 };
 	job = jobspec_build(&be);
 	spec = json_object_get(job, "spec");
 	CHECK(json_is_true(json_object_get(spec, "suspend")));
+	CHECK(json_object_get(spec, "ttlSecondsAfterFinished") == NULL);
 	CHECK_STR(s_at(spec, "template|spec|priorityClassName"), "koord-batch");
 	snprintf(k, sizeof k, "%skoordinator.sh/gpu-memory", res);
 	CHECK_STR(s_at(spec, k), "8Gi");
