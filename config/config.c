@@ -384,6 +384,14 @@ static int load_file(struct gwb_config *c, const char *path, char *err, size_t e
 	return rc;
 }
 
+int config_env_known(const char *env)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (strcmp(settings[i].env, env) == 0)
+			return 1;
+	return 0;
+}
+
 void config_usage(FILE *out)
 {
 	fprintf(out, "usage: gwb-server [-c FILE] [--SETTING=VALUE ...]\n\n"

@@ -50,6 +50,9 @@ struct gwb_config {
  * GWB_EINVAL with "origin: reason" in err. */
 int config_load(struct gwb_config *c, int argc, char **argv, FILE *out, char *err, size_t errlen);
 
+/* 1 when env is the environment variable of a setting (GWB_LISTEN, ...). */
+int config_env_known(const char *env);
+
 /* Writes the settings table (name, environment variable, default, meaning) to out. */
 void config_usage(FILE *out);
 

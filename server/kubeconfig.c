@@ -8,103 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "lib/alloc.h"
 #include "lib/err.h"
+#include "lib/yamlx.h"
 
-/* A kubeconfig is small; anything bigger than this is not one. */
-#define KUBECONFIG_MAX_BYTES (4 << 20)
-#define YAML_MAX_DEPTH 32
-
-static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
-{
-	if (!n || depth > YAML_MAX_DEPTH)
-		return json_null();
-	switch (n->type) {
-	case YAML_SCALAR_NODE:
-		return json_stringn((const char *)n->data.scalar.value, n->data.scalar.length);
-	case YAML_SEQUENCE_NODE: {
-		json_t *a = json_array();
-		for (yaml_node_item_t *i = n->data.sequence.items.start;
-		     i < n->data.sequence.items.top; i++)
-			json_array_append_new(
-				a, yaml_node_json(doc, yaml_document_get_node(doc, *i), depth + 1));
-		return a;
-	}
-	case YAML_MAPPING_NODE: {
-		json_t *o = json_object();
-		for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-		     p < n->data.mapping.pairs.top; p++) {
-			yaml_node_t *k = yaml_document_get_node(doc, p->key);
-			if (!k || k->type != YAML_SCALAR_NODE)
-				continue;
-			json_object_set_new(
-				o, (const char *)k->data.scalar.value,
-				yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1));
-		}
-		return o;
-	}
-	default:
-		return json_null();
-	}
-}
-
-/* Reads a whole small file into a gwb_malloc'd NUL-terminated buffer. */
-static char *read_small_file(const char *path, size_t *len, char *err, size_t errlen)
+/* Reads a small text file (a token, a namespace) into a gwb_malloc'd string, or NULL. */
+static char *read_small_file(const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	size_t cap = 4096, n = 0;
-	char *buf = gwb_malloc(cap);
-	for (;;) {
-		if (n + 1 == cap) {
-			if (cap >= KUBECONFIG_MAX_BYTES) {
-				snprintf(err, errlen, "%s: larger than %d bytes", path,
-					 KUBECONFIG_MAX_BYTES);
-				gwb_free(buf);
-				fclose(f);
-				return NULL;
-			}
-			cap *= 2;
-			buf = gwb_realloc(buf, cap);
-		}
-		size_t got = fread(buf + n, 1, cap - n - 1, f);
-		if (got == 0)
-			break;
-		n += got;
-	}
+	char buf[16384];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	if (len)
-		*len = n;
-	return buf;
-}
-
-static json_t *yaml_file_json(const char *path, char *err, size_t errlen)
-{
-	size_t len;
-	char *text = read_small_file(path, &len, err, errlen);
-	if (!text)
-		return NULL;
-	yaml_parser_t p;
-	yaml_document_t doc;
-	yaml_parser_initialize(&p);
-	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-	json_t *out = NULL;
-	if (!yaml_parser_load(&p, &doc)) {
-		snprintf(err, errlen, "%s:%zu: %s", path, p.problem_mark.line + 1,
-			 p.problem ? p.problem : "invalid YAML");
-	} else {
-		out = yaml_node_json(&doc, yaml_document_get_root_node(&doc), 0);
-		yaml_document_delete(&doc);
-	}
-	yaml_parser_delete(&p);
-	gwb_free(text);
-	return out;
+	return gwb_strdup(buf);
 }
 
 /* Decodes base64 into a gwb_malloc'd NUL-terminated string, or NULL when malformed. */
@@ -218,11 +139,13 @@ static int load_user(json_t *user, struct kube_auth *a, char *err, size_t errlen
 static int load_one(const char *path, struct kube_auth *a, char *err, size_t errlen)
 {
 	char why[400] = "";
-	json_t *cfg = yaml_file_json(path, why, sizeof why);
-	if (!cfg) {
+	json_t *docs = yamlx_load_file(path, why, sizeof why);
+	if (!docs) {
 		snprintf(err, errlen, "%s", why);
 		return GWB_EINVAL;
 	}
+	json_t *cfg = json_incref(json_array_get(docs, 0));
+	json_decref(docs);
 	int rc = GWB_EINVAL;
 	const char *cur = sget(cfg, "current-context");
 	json_t *ctx = cur ? find_named(json_object_get(cfg, "contexts"), cur, "context") : NULL;
@@ -296,7 +219,7 @@ int kubeconfig_in_cluster(const char *root, struct kube_auth *out, char *err, si
 	}
 	char nsfile[600], why[300];
 	snprintf(nsfile, sizeof nsfile, "%s/namespace", root);
-	char *ns = read_small_file(nsfile, NULL, why, sizeof why);
+	char *ns = read_small_file(nsfile, why, sizeof why);
 	if (ns) {
 		ns[strcspn(ns, "\r\n")] = '\0';
 		snprintf(out->namespace_, sizeof out->namespace_, "%s", ns);
@@ -311,7 +234,7 @@ int kube_auth_reload_token(struct kube_auth *a)
 	if (!a->token_file[0])
 		return 0;
 	char why[300];
-	char *t = read_small_file(a->token_file, NULL, why, sizeof why);
+	char *t = read_small_file(a->token_file, why, sizeof why);
 	if (!t)
 		return GWB_EIO;
 	t[strcspn(t, "\r\n")] = '\0';
