@@ -694,8 +694,17 @@ static void op_failed(struct reconciler *r, struct rop *o, const char *what,
 			      o->backoff_ms);
 	log_warn("recon", "kube_op_failed", "task=%s op=%s status=%ld reason=%s retry_ms=%d", o->id,
 		 what, res->status, log_q(res->reason), o->backoff_ms);
-	if (res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0)
-		set_state(r, o->id, "unknown", "create_outcome_unknown", d);
+	struct task_row row;
+	int creating = (strcmp(what, "create_job") == 0 || strcmp(what, "get_job") == 0) &&
+		       store_task_load(r->srv->store, o->id, &row) == 0 && !row.job_uid[0];
+	if (creating)
+		/* Before a Job is known, an unreachable API or an unanswered create leaves the
+		 * task's fate unknown (ARCHITECTURE: creating -> unknown, quota kept, retried). */
+		set_state(r, o->id, "unknown",
+			  res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0
+				  ? "create_outcome_unknown"
+				  : "api_unreachable",
+			  d);
 	else
 		note(r, o->id, "api_unreachable", d);
 	op_done_common(r, o);

@@ -285,17 +285,22 @@ static json_t *task_row_json(sqlite3_stmt *st)
 				 "release_reason", text_or_null(st, 30));
 	json_t *job = json_pack("{s:o, s:o, s:b}", "name", text_or_null(st, 11), "uid",
 				text_or_null(st, 12), "suspended", sqlite3_column_int(st, 13));
+	/* The reason column says why the task is where it is; under "pod" it shows only once a
+	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
+	int has_pod = sqlite3_column_type(st, 14) != SQLITE_NULL;
 	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "name", text_or_null(st, 14),
 				"uid", text_or_null(st, 15), "node", text_or_null(st, 16), "phase",
 				text_or_null(st, 17), "exit_code", int_or_null(st, 18), "reason",
-				text_or_null(st, 19));
+				has_pod ? text_or_null(st, 19) : json_null());
 	/* No collector is configured: usage is a measurement, and nothing measures it. */
 	json_t *usage = json_pack("{s:s, s:s}", "status", "unknown", "reason",
 				  "no usage collector is configured; quota and allocation are "
 				  "budgets, not measurements");
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+			 "s:o}",
 			 "id", text_or_null(st, 0), "team", text_or_null(st, 1), "name",
-			 text_or_null(st, 2), "state", text_or_null(st, 3), "request", req,
+			 text_or_null(st, 2), "state", text_or_null(st, 3), "reason",
+			 text_or_null(st, 19), "request", req,
 			 "idempotency_key", text_or_null(st, 10), "reservation", resv, "job", job,
 			 "pod", pod, "allocation", allocation_json(store_col_text(st, 20)),
 			 "pending", pending_json(st), "usage", usage, "created_at",

@@ -285,6 +285,25 @@ TEST_T(recon_timeout_after_create_one_job_quota_kept, 60)
 	CHECK_INT(reserved_mem(&st), 1024);
 }
 
+TEST_T(recon_api_unreachable_at_create_is_unknown_then_runs, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	fault(&st, "{\"api\": \"refuse\"}");
+	const char *id = submit(&st, 1024, 25, 30, "normal");
+	json_t *t = wait_field(&st, id, "state", "unknown", 10000);
+	CHECK_STR(js(t, "reason"), "api_unreachable");
+	CHECK(js(t, "pod.reason") == NULL);
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 1024);
+	fault(&st, NULL);
+	t = wait_field(&st, id, "state", "running", 20000);
+	json_decref(t);
+	json_t *jobs = jobs_of(&st, id);
+	CHECK_INT(json_array_size(jobs), 1);
+	json_decref(jobs);
+}
+
 TEST_T(recon_cancel_before_job_exists_leaves_a_suspended_marker, 60)
 {
 	struct stack st;
