@@ -13,7 +13,7 @@ PORT=${GWB_DEMO_PORT:-8080}
 
 pids=""
 cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null || true; done
+	for p in $pids ${server_pid:-}; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
@@ -72,10 +72,17 @@ users:
   user: {}
 KC
 
-GWB_ADMIN_TOKEN=$ADMIN GWB_DB=$RT/gwb.db GWB_LISTEN=127.0.0.1:$PORT \
-	GWB_REDIS="unix://$REDIS_SOCK" GWB_KUBE_SERVER="$ks_url" \
-	bin/gwb-server >"$RT/gwb-server.log" 2>&1 &
-pids="$pids $!"
+# gwb-server is supervised like a Deployment would: killed (even with -9), it is started again
+# on the same port, database and queue, which is the lab's restart-recovery experiment.
+server_pid=""
+start_server() {
+	GWB_ADMIN_TOKEN=$ADMIN GWB_DB=$RT/gwb.db GWB_LISTEN=127.0.0.1:$PORT \
+		GWB_REDIS="unix://$REDIS_SOCK" GWB_KUBE_SERVER="$ks_url" \
+		bin/gwb-server >>"$RT/gwb-server.log" 2>&1 &
+	server_pid=$!
+}
+: >"$RT/gwb-server.log"
+start_server
 url=""
 for _ in $(seq 1 100); do
 	url=$(sed -n 's/^gwb-server listening on //p' "$RT/gwb-server.log" | head -n 1)
@@ -121,6 +128,12 @@ The same with gwbctl, and the queue as the reconciler sees it:
   bin/gwbctl cancel TASK_ID
   redis-cli -s $REDIS_SOCK XRANGE gwb:intents - +
 
+gwb-server restarts by itself when it dies: try 'kill -9 $server_pid' with a task running.
 Press Ctrl-C to stop.
 MSG
-wait
+while sleep 1; do
+	if ! kill -0 "$server_pid" 2>/dev/null; then
+		echo "gwb-server exited; starting it again (log: $RT/gwb-server.log)"
+		start_server
+	fi
+done
