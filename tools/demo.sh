@@ -42,8 +42,11 @@ fi
 # kubesim: two 8 GiB cards on node colima-gwb; pod logs and annotation files under .runtime.
 KS_PORT=${GWB_DEMO_KUBESIM_PORT:-0}
 mkdir -p "$RT/kubesim"
+# Its fault controls also answer on a Unix socket, which stays up while the API refuses.
+KS_CTL="$(pwd)/$RT/kubesim.sock"
+rm -f "$KS_CTL"
 bin/kubesim --listen "127.0.0.1:$KS_PORT" --worker "$(pwd)/bin/gwb-worker" \
-	--state-dir "$(pwd)/$RT/kubesim" >"$RT/kubesim.log" 2>&1 &
+	--state-dir "$(pwd)/$RT/kubesim" --control-socket "$KS_CTL" >"$RT/kubesim.log" 2>&1 &
 pids="$pids $!"
 ks_url=""
 for _ in $(seq 1 100); do
@@ -71,6 +74,13 @@ users:
 - name: demo
   user: {}
 KC
+
+# BE tasks become Koordinator batch pods through the lab's ClusterColocationProfile.
+if command -v kubectl >/dev/null 2>&1; then
+	KUBECONFIG="$KUBECONFIG_FILE" kubectl apply -f deploy/kubesim/colocation-profile.yaml \
+		>"$RT/kubectl-apply.log" 2>&1 ||
+		echo "note: kubectl apply of the colocation profile failed (see $RT/kubectl-apply.log)"
+fi
 
 # gwb-server is supervised like a Deployment would: killed (even with -9), it is started again
 # on the same port, database and queue, which is the lab's restart-recovery experiment.
@@ -101,7 +111,8 @@ curl -sS -o /dev/null -X PUT "$url/v1/teams/alpha" -H "Authorization: Bearer $AD
 cat <<MSG
 gwb-server is running at $url (log: $RT/gwb-server.log, database: $RT/gwb.db)
 kubesim (the local Kubernetes API, node colima-gwb with two 8 GiB cards) at $ks_url
-  (log: $RT/kubesim.log; kubeconfig: $KUBECONFIG_FILE)
+  (log: $RT/kubesim.log; kubeconfig: $KUBECONFIG_FILE; fault controls:
+   curl --unix-socket $KS_CTL http://kubesim/_kubesim/faults)
 Redis (intent stream gwb:intents) listens on unix://$REDIS_SOCK (log: $RT/redis.log).
 Team "alpha" has a quota of 10240 MiB and 400% core; its token is $TEAM_TOKEN.
 
