@@ -342,13 +342,30 @@ TEST_T(recon_cancel_before_job_exists_leaves_a_suspended_marker, 60)
 	CHECK_INT(reserved_mem(&st), 0);
 }
 
+/* Submits a long 1024 MiB task and waits until it runs; returns its id. */
+static const char *running_task(struct stack *st)
+{
+	const char *id = submit(st, 1024, 25, 60, "normal");
+	json_decref(wait_field(st, id, "state", "running", 10000));
+	return id;
+}
+
+/* A while later the task is still cancelling and its 1024 MiB are still reserved. */
+static void expect_held(struct stack *st, const char *id)
+{
+	h_sleep_ms(1500);
+	json_t *t = task(st, id);
+	CHECK_STR(js(t, "state"), "cancelling");
+	CHECK(json_is_false(jget(t, "reservation.released")));
+	json_decref(t);
+	CHECK_INT(reserved_mem(st), 1024);
+}
+
 TEST_T(recon_terminating_pod_keeps_the_reservation, 60)
 {
 	struct stack st;
 	stack_start(&st, 0, NULL);
-	const char *id = submit(&st, 1024, 25, 60, "normal");
-	json_t *t = wait_field(&st, id, "state", "running", 10000);
-	json_decref(t);
+	const char *id = running_task(&st);
 	fault(&st, "{\"stuck_terminating\": [\"*\"]}");
 	cancel(&st, id);
 	/* The Job is suspended and its Pod is deleted, but the Pod stays Terminating. */
@@ -363,14 +380,9 @@ TEST_T(recon_terminating_pod_keeps_the_reservation, 60)
 		CHECKF(clock_mono_ms() < deadline, "the pod never showed Terminating");
 		h_sleep_ms(50);
 	}
-	h_sleep_ms(1500);
-	t = task(&st, id);
-	CHECK_STR(js(t, "state"), "cancelling");
-	CHECK(json_is_false(jget(t, "reservation.released")));
-	json_decref(t);
-	CHECK_INT(reserved_mem(&st), 1024);
+	expect_held(&st, id);
 	fault(&st, NULL); /* the kubelet finishes the deletion */
-	t = wait_field(&st, id, "reservation.released", "true", 15000);
+	json_t *t = wait_field(&st, id, "reservation.released", "true", 15000);
 	CHECK_STR(js(t, "state"), "cancelled");
 	json_decref(t);
 	CHECK_INT(reserved_mem(&st), 0);
@@ -380,23 +392,17 @@ TEST_T(recon_api_unreachable_keeps_the_reservation, 60)
 {
 	struct stack st;
 	stack_start(&st, 0, NULL);
-	const char *id = submit(&st, 1024, 25, 60, "normal");
-	json_t *t = wait_field(&st, id, "state", "running", 10000);
-	json_decref(t);
+	const char *id = running_task(&st);
 	fault(&st, "{\"api\": \"refuse\"}");
 	cancel(&st, id);
-	h_sleep_ms(1500);
-	t = task(&st, id);
-	CHECK_STR(js(t, "state"), "cancelling");
-	CHECK(json_is_false(jget(t, "reservation.released")));
-	json_decref(t);
+	expect_held(&st, id);
 	struct h_resp r;
 	h_req(&r, "GET", url(&st), "/readyz", NULL, NULL, NULL);
 	const char *kst = js(r.json, "dependencies.kube.state");
 	CHECKF(kst && strcmp(kst, "ok") != 0, "kube state %s while the API refuses", kst);
 	h_resp_free(&r);
 	fault(&st, NULL);
-	t = wait_field(&st, id, "reservation.released", "true", 20000);
+	json_t *t = wait_field(&st, id, "reservation.released", "true", 20000);
 	CHECK_STR(js(t, "state"), "cancelled");
 	json_decref(t);
 }
