@@ -67,14 +67,7 @@ void h_kubesim_init(struct h_kubesim *k)
 static void kubesim_cleanup(void *arg)
 {
 	struct h_kubesim *k = arg;
-	int alive = h_proc_alive(&k->proc);
-	/* A kubesim that died during the case (a crash, a sanitizer abort) fails it too. */
-	int code = h_proc_stop(&k->proc, SIGTERM, 10000);
-	if (code != 0) {
-		h_proc_dump_log(&k->proc, 40);
-		t_fail_soft("kubesim exited %d %s", code,
-			    alive ? "on SIGTERM at the end of the case" : "during the case");
-	}
+	h_proc_end_check(&k->proc, "kubesim");
 }
 
 void h_kubesim_start(struct h_kubesim *k)
@@ -110,11 +103,7 @@ void h_kubesim_start(struct h_kubesim *k)
 
 void h_kubesim_stop(struct h_kubesim *k)
 {
-	int code = h_proc_stop(&k->proc, SIGTERM, 10000);
-	if (code != 0) {
-		h_proc_dump_log(&k->proc, 40);
-		t_fail(__FILE__, __LINE__, "kubesim exited %d on SIGTERM", code);
-	}
+	h_proc_stop_ok(&k->proc, "kubesim");
 }
 
 /* ---- API ---- */

@@ -218,6 +218,27 @@ int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
 	return code;
 }
 
+void h_proc_stop_ok(struct h_proc *p, const char *name)
+{
+	int code = h_proc_stop(p, SIGTERM, 10000);
+	if (code != 0) {
+		h_proc_dump_log(p, 40);
+		t_fail(__FILE__, __LINE__, "%s exited %d on SIGTERM", name, code);
+	}
+}
+
+void h_proc_end_check(struct h_proc *p, const char *name)
+{
+	int alive = h_proc_alive(p);
+	/* A process that died during the case (a crash, a sanitizer abort) fails it too. */
+	int code = h_proc_stop(p, SIGTERM, 10000);
+	if (code != 0) {
+		h_proc_dump_log(p, 40);
+		t_fail_soft("%s exited %d %s", name, code,
+			    alive ? "on SIGTERM at the end of the case" : "during the case");
+	}
+}
+
 void h_proc_dump_log(const struct h_proc *p, int lines)
 {
 	char cmd[PATH_MAX + 64];
@@ -319,13 +340,8 @@ void h_server_init(struct h_server *s)
 static void server_cleanup(void *arg)
 {
 	struct h_server *s = arg;
-	if (!h_proc_alive(&s->proc))
-		return;
-	int code = h_proc_stop(&s->proc, SIGTERM, 10000);
-	if (code != 0) {
-		h_proc_dump_log(&s->proc, 40);
-		t_fail_soft("gwb-server exited %d on SIGTERM at the end of the case", code);
-	}
+	if (!s->killed)
+		h_proc_end_check(&s->proc, "gwb-server");
 }
 
 void h_server_start(struct h_server *s)
@@ -339,6 +355,7 @@ void h_server_start(struct h_server *s)
 		env[n++] = s->env[i];
 	env[n] = NULL;
 	const char *argv[] = { h_bin("gwb-server"), NULL };
+	s->killed = 0;
 	if (h_proc_start(&s->proc, argv, env, "gwb-server listening on", 15000) < 0) {
 		h_proc_dump_log(&s->proc, 30);
 		t_fail(__FILE__, __LINE__, "gwb-server did not start");
@@ -351,15 +368,12 @@ void h_server_start(struct h_server *s)
 
 void h_server_stop(struct h_server *s)
 {
-	int code = h_proc_stop(&s->proc, SIGTERM, 10000);
-	if (code != 0) {
-		h_proc_dump_log(&s->proc, 40);
-		t_fail(__FILE__, __LINE__, "gwb-server exited %d on SIGTERM", code);
-	}
+	h_proc_stop_ok(&s->proc, "gwb-server");
 }
 
 void h_server_kill9(struct h_server *s)
 {
+	s->killed = 1;
 	h_proc_stop(&s->proc, SIGKILL, 5000);
 }
 
