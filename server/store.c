@@ -95,6 +95,9 @@ static const char *const migrations[] = {
 	"  stream_id TEXT, consumer TEXT, deliveries INTEGER NOT NULL,"
 	"  outcome TEXT NOT NULL, recorded_at INTEGER NOT NULL);"
 	"CREATE INDEX intent_outcomes_task ON intent_outcomes(task_id);",
+	/* 3: the reconciler's pass finds its tasks through indexes, whatever the history holds:
+	 * unreleased reservations, and tasks by state (tasks_state, from 1). */
+	"CREATE INDEX reservations_unreleased ON reservations(task_id) WHERE released = 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -34,7 +34,8 @@ const char *store_errmsg(struct store *s);
 int store_schema_version(struct store *s);
 /* The schema version this build migrates to (the number of migrations it knows). */
 int store_schema_latest(void);
-/* Runs PRAGMA quick_check; 0 when the database is intact. */
+/* Runs PRAGMA quick_check (a scan of the whole file: for tests and tools, not the loop); 0 when
+ * the database is intact. */
 int store_check(struct store *s);
 
 /* A validated submission. Strings are borrowed for the call. */
