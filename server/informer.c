@@ -25,6 +25,7 @@ struct informer {
 	void *arg;
 	enum informer_state state;
 	int fresh;
+	int64_t stale_since_ms; /* wall clock of the last fresh → stale change, or of creation */
 	char rv[64];
 	long req;              /* the list request or watch in flight, 0 when none */
 	int backoff_ms;
@@ -60,6 +61,8 @@ static void set_fresh(struct informer *inf, int fresh)
 	if (inf->fresh == fresh)
 		return;
 	inf->fresh = fresh;
+	if (!fresh)
+		inf->stale_since_ms = clock_now_ms();
 	log_info("informer", fresh ? "fresh" : "stale", "name=%s rv=%s", inf->name, log_q(inf->rv));
 	if (inf->ops->fresh_changed)
 		inf->ops->fresh_changed(inf->arg, fresh);
@@ -88,12 +91,12 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct informer *inf = arg;
-	/* After a failure, resume the watch when there is a version to resume from; a 410
-	 * then sends us to a relist. */
-	if (inf->rv[0])
-		start_watch(inf);
-	else
-		start_list(inf);
+	/* After a failure the picture is stale, and only a list makes it fresh again: a watch
+	 * resumed from the old resourceVersion would deliver what was missed, but nothing in the
+	 * protocol says when it has caught up (bookmarks are optional, resourceVersions are
+	 * compared only for equality). A list is a consistent snapshot at one resourceVersion,
+	 * so it is the proof; the watch then resumes from that list's version. */
+	start_list(inf);
 }
 
 static void set_rv(struct informer *inf, json_t *obj)
@@ -214,6 +217,7 @@ struct informer *informer_new(struct kube *k, struct event_base *base, const cha
 	inf->ops = ops;
 	inf->arg = arg;
 	inf->timer = evtimer_new(base, on_timer, inf);
+	inf->stale_since_ms = clock_now_ms();
 	return inf;
 }
 
@@ -236,6 +240,16 @@ void informer_describe(const struct informer *inf, json_t *o)
 {
 	json_object_set_new(o, "state", json_string(informer_state_name(inf)));
 	json_object_set_new(o, "fresh", json_boolean(inf->fresh));
+	if (inf->fresh) {
+		json_object_set_new(o, "stale_since", json_null());
+		json_object_set_new(o, "stale_seconds", json_integer(0));
+	} else {
+		char ts[40];
+		int64_t for_ms = clock_now_ms() - inf->stale_since_ms;
+		json_object_set_new(o, "stale_since",
+				    json_string(clock_fmt_rfc3339_ms(inf->stale_since_ms, ts, sizeof ts)));
+		json_object_set_new(o, "stale_seconds", json_integer(for_ms > 0 ? for_ms / 1000 : 0));
+	}
 	json_object_set_new(o, "resource_version", json_string(inf->rv));
 	json_object_set_new(o, "lists", json_integer(inf->relists));
 	json_object_set_new(o, "last_error",

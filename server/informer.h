@@ -40,13 +40,17 @@ struct informer *informer_new(struct kube *k, struct event_base *base, const cha
 void informer_start(struct informer *inf);
 /* Stops and frees; no callback fires afterwards. Accepts NULL. */
 void informer_free(struct informer *inf);
-/* 1 while the last list succeeded and the watch since then is open and unbroken. */
+/* 1 while the last list succeeded and the watches since then followed one another without a
+ * gap: a watch the server closed cleanly is resumed from the last resourceVersion and keeps the
+ * picture fresh; a failed watch or list makes it stale, and only a new list (a consistent
+ * snapshot) makes it fresh again, after a back-off. */
 int informer_fresh(const struct informer *inf);
 enum informer_state informer_state(const struct informer *inf);
 const char *informer_state_name(const struct informer *inf);
 /* The resourceVersion the picture is at ("" before the first list). */
 const char *informer_rv(const struct informer *inf);
-/* Adds {"state", "fresh", "resource_version", "relists", "last_error"} to o. */
+/* Adds {"state", "fresh", "stale_since" (RFC 3339 or null), "stale_seconds", "resource_version",
+ * "lists", "last_error"} to o. */
 void informer_describe(const struct informer *inf, json_t *o);
 
 #endif

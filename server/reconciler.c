@@ -985,14 +985,16 @@ static const char *health(void *arg, json_t *detail, int *ready)
 {
 	struct reconciler *r = arg;
 	(void)ready; /* submissions are accepted while the cluster is away */
-	json_t *j = json_object(), *p = json_object(), *d = json_object();
+	json_t *j = json_object(), *p = json_object(), *d = json_object(), *e = json_object();
 	informer_describe(r->jobs_inf, j);
 	informer_describe(r->pods_inf, p);
 	informer_describe(r->devs_inf, d);
+	informer_describe(r->events_inf, e);
 	json_object_set_new(detail, "server", json_string(kube_server(r->kube)));
 	json_object_set_new(detail, "namespace", json_string(r->ns));
 	json_object_set_new(detail, "informers",
-			    json_pack("{s:o, s:o, s:o}", "jobs", j, "pods", p, "devices", d));
+			    json_pack("{s:o, s:o, s:o, s:o}", "jobs", j, "pods", p, "devices", d,
+				      "events", e));
 	json_t *api = json_object();
 	kube_describe(r->kube, api);
 	json_object_set_new(detail, "api", api);

@@ -565,3 +565,112 @@ TEST_T(recon_restart_recovery_with_the_queue, 90)
 	json_decref(t);
 	CHECK_INT(reserved_mem(&st), 1024);
 }
+
+/* ---- outages longer than a watch renewal (the picture must come back fresh) ---- */
+
+/* 1 when every informer named in /readyz says fresh; *names gets the stale ones. */
+static int informers_fresh(struct stack *st, char *stale, size_t len)
+{
+	struct h_resp r;
+	h_req(&r, "GET", url(st), "/readyz", NULL, NULL, NULL);
+	json_t *infs = jget(r.json, "dependencies.kube.informers");
+	int all = json_object_size(infs) == 4;
+	const char *name;
+	json_t *inf;
+	stale[0] = '\0';
+	json_object_foreach(infs, name, inf) {
+		if (json_is_true(json_object_get(inf, "fresh")))
+			continue;
+		all = 0;
+		size_t n = strlen(stale);
+		snprintf(stale + n, len - n, "%s(%llds) ", name,
+			 (long long)json_integer_value(json_object_get(inf, "stale_seconds")));
+	}
+	h_resp_free(&r);
+	return all;
+}
+
+/* Two running tasks; the API goes away (fault) for outage_ms, which with watches renewed every
+ * second spans one or several renewals; one task is cancelled during the outage. While the
+ * fault lasts nothing is released; once it is cleared the picture becomes fresh again without a
+ * restart, the cancel finishes and releases, and the other task is untouched. */
+static void outage_case(const char *fault_body, int outage_ms, int expect_stale)
+{
+	struct stack st;
+	const char *env[] = { "GWB_KUBE_WATCH_TIMEOUT_SECONDS=1", "GWB_KUBE_WATCH_IDLE_SECONDS=2",
+			      NULL };
+	stack_start(&st, 0, env);
+	char stale[256];
+	int64_t deadline = clock_mono_ms() + 10000;
+	while (!informers_fresh(&st, stale, sizeof stale)) {
+		CHECKF(clock_mono_ms() < deadline, "never fresh at start: %s", stale);
+		h_sleep_ms(50);
+	}
+	char victim[32], other[32];
+	snprintf(victim, sizeof victim, "%s", running_task(&st));
+	snprintf(other, sizeof other, "%s", running_task(&st));
+
+	fault(&st, fault_body);
+	h_sleep_ms(300);
+	cancel(&st, victim);
+	int saw_stale = 0;
+	int64_t end = clock_mono_ms() + outage_ms;
+	while (clock_mono_ms() < end) {
+		if (!informers_fresh(&st, stale, sizeof stale))
+			saw_stale = 1;
+		json_t *t = task(&st, victim);
+		CHECKF(json_is_false(jget(t, "reservation.released")),
+		       "released during the outage (%s)", js(t, "reservation.release_reason"));
+		json_decref(t);
+		h_sleep_ms(200);
+	}
+	if (expect_stale)
+		CHECKF(saw_stale, "the picture never went stale during a %d ms outage", outage_ms);
+	fault(&st, NULL);
+
+	deadline = clock_mono_ms() + 20000;
+	while (!informers_fresh(&st, stale, sizeof stale)) {
+		CHECKF(clock_mono_ms() < deadline, "still stale 20 s after the outage: %s", stale);
+		h_sleep_ms(100);
+	}
+	json_t *t = wait_field(&st, victim, "reservation.released", "true", 20000);
+	CHECK_STR(js(t, "state"), "cancelled");
+	json_decref(t);
+	t = task(&st, other);
+	CHECK_STR(js(t, "state"), "running");
+	CHECK(json_is_false(jget(t, "reservation.released")));
+	json_decref(t);
+	CHECK_INT(reserved_mem(&st), 1024);
+	/* Nothing is left waiting on the outage. */
+	struct h_resp r;
+	const char *states[] = { "cancelling", "unknown" };
+	for (size_t i = 0; i < 2; i++) {
+		char path[80];
+		snprintf(path, sizeof path, "/v1/tasks?state=%s", states[i]);
+		h_req(&r, "GET", url(&st), path, TOK, NULL, NULL);
+		CHECKF(json_array_size(json_object_get(r.json, "tasks")) == 0, "%s: %s", states[i],
+		       r.body);
+		h_resp_free(&r);
+	}
+}
+
+TEST_T(recon_outage_refuse_one_watch_renewal, 90)
+{
+	outage_case("{\"api\": \"refuse\"}", 1500, 1);
+}
+
+TEST_T(recon_outage_refuse_several_watch_renewals, 90)
+{
+	outage_case("{\"api\": \"refuse\"}", 5000, 1);
+}
+
+TEST_T(recon_outage_hang_several_watch_renewals, 90)
+{
+	outage_case("{\"api\": \"hang\"}", 5000, 1);
+}
+
+TEST_T(recon_outage_slow_several_watch_renewals, 90)
+{
+	/* Slower than the request time-out (1 s): the cancel's PATCH has no known outcome. */
+	outage_case("{\"slow_ms\": 1500}", 5000, 0);
+}
