@@ -2,7 +2,7 @@
 # become one archive, every binary is its folder's main.c linked against the archives.
 #
 #   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl
-#   make test       build and run every test (T=name runs the cases whose name contains it)
+#   make test       build and run every test (T=name runs the cases with a word of their name starting with it)
 #   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)

@@ -28,6 +28,17 @@ static int run_child(struct t_case *c)
 	return failed || t_soft_failed_;
 }
 
+/* The filter selects a case when it occurs in "binary.case" at the start of a word: at the
+ * beginning, or after '.', '_' or '-'. So T=race runs the race cases but not "graceful", and a
+ * whole case name runs that one case. */
+static int filter_matches(const char *full, const char *filter)
+{
+	for (const char *p = full; (p = strstr(p, filter)) != NULL; p++)
+		if (p == full || p[-1] == '.' || p[-1] == '_' || p[-1] == '-')
+			return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
@@ -39,7 +50,7 @@ int main(int argc, char **argv)
 	for (struct t_case *c = t_cases_; c; c = c->next) {
 		char full[256];
 		snprintf(full, sizeof full, "%s.%s", prog, c->name);
-		if (filter && !strstr(full, filter))
+		if (filter && !filter_matches(full, filter))
 			continue;
 		int64_t t0 = clock_mono_ms();
 		fflush(stdout);
