@@ -108,13 +108,26 @@ curl -sS -o /dev/null -X PUT "$url/v1/teams/alpha" -H "Authorization: Bearer $AD
 	-H 'Content-Type: application/json' \
 	-d "{\"gpu_memory_mib\": 10240, \"gpu_core_percent\": 400, \"token\": \"$TEAM_TOKEN\"}"
 
+# Everything a shell needs to follow the lab guide, in one file: `. .runtime/env`.
+cat >"$RT/env" <<ENV
+export GWB_URL=$url
+export GWB_TOKEN=$TEAM_TOKEN
+export GWB_ADMIN_TOKEN=$ADMIN
+export GWB_REDIS=unix://$REDIS_SOCK
+export KUBECONFIG=$KUBECONFIG_FILE
+export KUBESIM_CTL=$KS_CTL
+ENV
+
 cat <<MSG
 gwb-server is running at $url (log: $RT/gwb-server.log, database: $RT/gwb.db)
+  (port from GWB_DEMO_PORT, default 8080; admin token: $ADMIN, from GWB_ADMIN_TOKEN)
 kubesim (the local Kubernetes API, node colima-gwb with two 8 GiB cards) at $ks_url
   (log: $RT/kubesim.log; kubeconfig: $KUBECONFIG_FILE; fault controls:
    curl --unix-socket $KS_CTL http://kubesim/_kubesim/faults)
 Redis (intent stream gwb:intents) listens on unix://$REDIS_SOCK (log: $RT/redis.log).
 Team "alpha" has a quota of 10240 MiB and 400% core; its token is $TEAM_TOKEN.
+In another shell, '. $RT/env' sets GWB_URL, GWB_TOKEN, GWB_ADMIN_TOKEN, GWB_REDIS, KUBECONFIG
+and KUBESIM_CTL for the lab guide's commands.
 
 The lab's first experiment: submit 1024 MiB / 25% of one card for 60 s,
   curl -i -X POST $url/v1/tasks -H 'Authorization: Bearer $TEAM_TOKEN' \\
