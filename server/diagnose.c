@@ -50,6 +50,12 @@ static void add_device(struct diag_cards *out, const char *node, const json_t *d
 		snprintf(c->health_reason, sizeof c->health_reason, "%s",
 			 sget(cond, "reason") ? sget(cond, "reason") : "health: false");
 	}
+	json_t *topo = json_object_get(dev, "topology");
+	if (json_is_object(topo)) {
+		c->has_topology = 1;
+		c->numa = json_integer_value(json_object_get(topo, "nodeID"));
+		snprintf(c->pcie, sizeof c->pcie, "%s", sget(topo, "pcieID") ? sget(topo, "pcieID") : "");
+	}
 	json_t *res = json_object_get(dev, "resources");
 	c->mem_total_mib = qget(res, DEVALLOC_RES_MEM) / MIB;
 	c->core_total = qget(res, DEVALLOC_RES_CORE);

@@ -21,6 +21,9 @@ struct diag_card {
 	char id[96];
 	int healthy;
 	char health_reason[96];
+	int has_topology;  /* the Device gives the card a topology (NUMA node, PCIe root) */
+	int64_t numa;
+	char pcie[64];
 	int64_t mem_total_mib, core_total;
 	int64_t mem_used_mib, core_used;
 	int nholders;
