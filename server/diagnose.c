@@ -197,10 +197,61 @@ static json_t *unblock_card(const struct diag_card *c, const struct diag_req *r)
 			 "release_tasks", tasks, "free_after_mib", (json_int_t)mem);
 }
 
+/* "card 0 on colima-gwb" */
+static void card_name(const struct diag_card *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "card %d on %s", c->minor, c->node);
+}
+
+/* "card 0 on n has 3072 MiB / 40% free, card 1 on n has ..." for the healthy cards. */
+static void free_list(const struct diag_cards *cards, const char *task, char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < cards->n && n < len; i++) {
+		struct diag_card c = without_task(&cards->c[i], task);
+		if (!c.healthy)
+			continue;
+		char name[96];
+		card_name(&c, name, sizeof name);
+		int w = snprintf(buf + n, len - n, "%s%s has %lld MiB / %lld%% free", n ? ", " : "",
+				 name, (long long)free_mem(&c), (long long)free_core(&c));
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+}
+
+/* "t-a on card 0 on n ends" (the first unblock option), or "running tasks end". */
+static void first_unblock(json_t *unblock, char *buf, size_t len)
+{
+	json_t *u = json_array_get(unblock, 0);
+	json_t *tasks = json_object_get(u, "release_tasks");
+	if (!u || json_array_size(tasks) == 0) {
+		snprintf(buf, len, "running tasks end");
+		return;
+	}
+	size_t n = 0;
+	size_t i;
+	json_t *t;
+	json_array_foreach(tasks, i, t) {
+		int w = snprintf(buf + n, len - n, "%s%s", i ? " and " : "", json_string_value(t));
+		if (w < 0 || (size_t)w >= len - n)
+			return;
+		n += (size_t)w;
+	}
+	snprintf(buf + n, len - n, " on card %lld on %s %s (or %s cancelled)",
+		 (long long)json_integer_value(json_object_get(u, "minor")),
+		 json_string_value(json_object_get(u, "node")),
+		 json_array_size(tasks) > 1 ? "end" : "ends",
+		 json_array_size(tasks) > 1 ? "are" : "is");
+}
+
 json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 {
 	int fit = 0, fit_if_healthy = 0, big_enough = 0, big_enough_healthy = 0, healthy = 0;
 	int64_t largest = 0, total_free = 0, total_free_core = 0;
+	const struct diag_card *fit_card = NULL, *sick_card = NULL;
 	json_t *unblock = json_array();
 	for (int i = 0; i < cards->n; i++) {
 		struct diag_card c = without_task(&cards->c[i], r->task);
@@ -210,58 +261,74 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 			largest = c.mem_total_mib;
 		struct diag_card as_healthy = c;
 		as_healthy.healthy = 1;
-		if (free_mem(&as_healthy) >= r->mem_mib && free_core(&as_healthy) >= r->core)
-			fit_if_healthy++;
-		if (!c.healthy)
+		int would_fit = free_mem(&as_healthy) >= r->mem_mib && free_core(&as_healthy) >= r->core;
+		fit_if_healthy += would_fit;
+		if (!c.healthy) {
+			if (would_fit && !sick_card)
+				sick_card = &cards->c[i];
 			continue;
+		}
 		healthy++;
 		big_enough_healthy += cap;
 		total_free += free_mem(&c);
 		total_free_core += free_core(&c);
-		if (free_mem(&c) >= r->mem_mib && free_core(&c) >= r->core)
+		if (free_mem(&c) >= r->mem_mib && free_core(&c) >= r->core) {
 			fit++;
-		else if (cap) {
+			if (!fit_card)
+				fit_card = &cards->c[i];
+		} else if (cap) {
 			json_t *u = unblock_card(&c, r);
 			if (u)
 				json_array_append_new(unblock, u);
 		}
 	}
-	char summary[400];
+	char summary[600], name[96], frees[300], unb[200];
+	long long mem = (long long)r->mem_mib, core = (long long)r->core;
+	const char *per = r->count > 1 ? "on each of its cards" : "on one card";
 	const char *kind;
+	free_list(cards, r->task, frees, sizeof frees);
+	first_unblock(unblock, unb, sizeof unb);
 	if (fit >= r->count) {
 		kind = "waiting";
+		card_name(fit_card, name, sizeof name);
 		snprintf(summary, sizeof summary,
-			 "%d card(s) can hold %lld MiB / %lld%% now; the scheduler has not placed the "
-			 "task yet",
-			 fit, (long long)r->mem_mib, (long long)r->core);
+			 "It fits now (%s has room for %lld MiB / %lld%%); the scheduler has not "
+			 "placed it yet, and nothing needs to change.",
+			 name, mem, core);
 	} else if (big_enough < r->count) {
 		kind = "card_capacity";
 		snprintf(summary, sizeof summary,
-			 "no card is large enough: the task needs %lld MiB and %lld%% on each of %lld "
-			 "card(s), the largest card has %lld MiB; more team quota would not help",
-			 (long long)r->mem_mib, (long long)r->core, (long long)r->count,
-			 (long long)largest);
+			 "No card is large enough: the task needs %lld MiB / %lld%% %s and the largest "
+			 "card has %lld MiB; it can run only if it asks for less per card (more team "
+			 "quota would not help).",
+			 mem, core, per, (long long)largest);
 	} else if (big_enough_healthy < r->count || fit_if_healthy >= r->count) {
 		kind = "device_unhealthy";
-		snprintf(summary, sizeof summary,
-			 "%d card(s) could hold %lld MiB / %lld%% if all cards were healthy, but only %d "
-			 "fit among the healthy ones; the task needs %lld",
-			 fit_if_healthy, (long long)r->mem_mib, (long long)r->core, fit,
-			 (long long)r->count);
+		if (sick_card) {
+			card_name(sick_card, name, sizeof name);
+			snprintf(summary, sizeof summary,
+				 "%s could hold %lld MiB / %lld%% but is unhealthy (%s); the task runs "
+				 "once that card is healthy again, or once a healthy card has that much "
+				 "free (%s).",
+				 name, mem, core, sick_card->health_reason, frees[0] ? frees : "none is healthy");
+		} else {
+			snprintf(summary, sizeof summary,
+				 "Only unhealthy cards are large enough for %lld MiB / %lld%% %s; the "
+				 "task runs once one of them is healthy again.",
+				 mem, core, per);
+		}
 	} else if (total_free >= r->mem_mib * r->count && total_free_core >= r->core * r->count) {
 		kind = "fragmentation";
 		snprintf(summary, sizeof summary,
-			 "%lld MiB are free in total but no %s card has %lld MiB and %lld%% free: the "
-			 "free memory is split across cards; more team quota would not help",
-			 (long long)total_free, r->count > 1 ? "set of" : "single",
-			 (long long)r->mem_mib, (long long)r->core);
+			 "%lld MiB are free in total, but split across cards (%s) and the task needs "
+			 "%lld MiB / %lld%% %s; it runs when %s. More team quota would not help.",
+			 (long long)total_free, frees, mem, core, per, unb);
 	} else {
 		kind = "capacity_in_use";
 		snprintf(summary, sizeof summary,
-			 "the cards are busy: %lld MiB and %lld%% are free in total, the task needs "
-			 "%lld MiB and %lld%% on each of %lld card(s)",
-			 (long long)total_free, (long long)total_free_core, (long long)r->mem_mib,
-			 (long long)r->core, (long long)r->count);
+			 "The cards are busy: %lld MiB / %lld%% are free in total (%s) and the task "
+			 "needs %lld MiB / %lld%% %s; it runs when %s.",
+			 (long long)total_free, (long long)total_free_core, frees, mem, core, per, unb);
 	}
 	json_t *quota = json_pack("{s:b, s:o, s:o, s:s}", "ok", 1, "reserved",
 				  pair(r->team_reserved_mem, r->team_reserved_core), "quota",

@@ -121,3 +121,36 @@ TEST(diag_unhealthy_card_and_busy_cards)
 	json_decref(devs);
 	json_decref(pods);
 }
+
+/* Each kind says in one plain sentence which card, why, and what would change it. */
+TEST(diag_summaries_name_the_card_the_reason_and_the_way_out)
+{
+	json_t *devs = device(0);
+	json_t *pods = json_pack("{s:o}", "a", pod("t-a", 0, "5Gi", "60", "Running"));
+	struct diag_cards cards;
+	diag_cards_build(&cards, devs, pods);
+	snprintf(cards.c[1].health_reason, sizeof cards.c[1].health_reason, "XidError 79");
+	struct diag_req r = { "t-c", 4096, 25, 1, 0, 0, 0, 0 };
+	json_t *d = diag_pending(&r, &cards);
+	const char *s = json_string_value(json_object_get(d, "summary"));
+	t_log("device_unhealthy: %s", s);
+	CHECK(strstr(s, "card 1 on colima-gwb could hold 4096 MiB / 25% but is unhealthy (XidError 79)"));
+	CHECK(strstr(s, "healthy again"));
+	json_decref(d);
+	json_decref(devs);
+	json_decref(pods);
+
+	devs = device(1);
+	pods = json_pack("{s:o, s:o}", "a", pod("t-a", 0, "5Gi", "60", "Running"), "b",
+			 pod("t-b", 1, "5Gi", "60", "Running"));
+	diag_cards_build(&cards, devs, pods);
+	d = diag_pending(&r, &cards);
+	s = json_string_value(json_object_get(d, "summary"));
+	t_log("fragmentation: %s", s);
+	CHECK(strstr(s, "6144 MiB are free in total"));
+	CHECK(strstr(s, "card 0 on colima-gwb has 3072 MiB / 40% free"));
+	CHECK(strstr(s, "it runs when t-a on card 0 on colima-gwb ends (or is cancelled)"));
+	json_decref(d);
+	json_decref(devs);
+	json_decref(pods);
+}
