@@ -5,6 +5,7 @@
 #   make test       build and run every test (T=name runs the cases with a word of their name starting with it)
 #   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
+#   make valgrind   unit tests and an integration subset under valgrind (no leak, no invalid access)
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
 #   make demo       start the system locally (see README)
 #   make deps       install the Debian packages (idempotent, as root)
@@ -61,7 +62,7 @@ BENCH_SRCS   := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
-.PHONY: all deps test check bench demo clean format lint fuzz
+.PHONY: all deps test check bench demo clean format lint fuzz valgrind
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
@@ -112,6 +113,12 @@ lint:
 
 bench: all
 	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; GWB_BIN=$(abspath $(BIN)) $$b; done
+
+# The unit tests and an integration subset with gwb-server under valgrind (memcheck).
+valgrind:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@GWB_BIN=$(abspath $(BIN)) tools/valgrind.sh
 
 # libFuzzer drivers for every parser of outside bytes (clang; FUZZ_SECONDS per driver).
 fuzz:

@@ -3,7 +3,7 @@
 # package is present it changes nothing. Needs root (or sudo) only when something is missing.
 set -eu
 
-PKGS="build-essential pkg-config libevent-dev libhiredis-dev libcurl4-openssl-dev
+PKGS="build-essential pkg-config valgrind libevent-dev libhiredis-dev libcurl4-openssl-dev
 libmsgpack-dev libsqlite3-dev libjansson-dev libyaml-dev libssl-dev redis-server redis-tools
 sqlite3 curl"
 

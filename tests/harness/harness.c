@@ -354,7 +354,20 @@ void h_server_start(struct h_server *s)
 	for (int i = 0; s->env[i] && n < 47; i++)
 		env[n++] = s->env[i];
 	env[n] = NULL;
-	const char *argv[] = { h_bin("gwb-server"), NULL };
+	/* GWB_TEST_WRAP (say "valgrind --error-exitcode=99 --leak-check=full") runs the server
+	 * under that command: make valgrind. Its words are split at spaces. */
+	static char wrap[512];
+	const char *argv[24];
+	int a = 0;
+	const char *w = getenv("GWB_TEST_WRAP");
+	if (w && *w) {
+		snprintf(wrap, sizeof wrap, "%s", w);
+		for (char *save = NULL, *tok = strtok_r(wrap, " ", &save); tok && a < 20;
+		     tok = strtok_r(NULL, " ", &save))
+			argv[a++] = tok;
+	}
+	argv[a++] = h_bin("gwb-server");
+	argv[a] = NULL;
 	s->killed = 0;
 	if (h_proc_start(&s->proc, argv, env, "gwb-server listening on", 15000) < 0) {
 		h_proc_dump_log(&s->proc, 30);
