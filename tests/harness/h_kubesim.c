@@ -64,12 +64,6 @@ void h_kubesim_init(struct h_kubesim *k)
 	mkdir(k->home, 0755);
 }
 
-static void kubesim_cleanup(void *arg)
-{
-	struct h_kubesim *k = arg;
-	h_proc_end_check(&k->proc, "kubesim");
-}
-
 void h_kubesim_start(struct h_kubesim *k)
 {
 	const char *argv[48] = { h_bin("kubesim"), "--listen", "127.0.0.1:0", "--state-dir",
@@ -95,10 +89,7 @@ void h_kubesim_start(struct h_kubesim *k)
 		"users:\n- name: sim\n  user: {}\n",
 		k->url);
 	fclose(f);
-	if (!k->deferred) {
-		k->deferred = 1;
-		t_defer(kubesim_cleanup, k);
-	}
+	h_proc_watch(&k->proc, "kubesim");
 }
 
 void h_kubesim_stop(struct h_kubesim *k)

@@ -21,7 +21,6 @@ struct h_kubesim {
 	char state[PATH_MAX];      /* --state-dir */
 	char worker[PATH_MAX];     /* --worker; the default script unless changed before start */
 	const char *args[32];      /* extra flags, NULL-terminated; set before start */
-	int deferred;
 };
 
 /* Fills defaults and writes the default worker script (see h_kubesim.c) into the case folder. */

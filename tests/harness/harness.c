@@ -132,6 +132,135 @@ static int find_ready(const struct h_proc *p, const char *ready, char *url, size
 	return found;
 }
 
+/* Every process a case starts is recorded here, in static storage, keyed by the address of
+ * its struct h_proc. The key is never dereferenced: the structs usually live in the case's
+ * stack frame, which is gone when the end-of-case clean-up runs. */
+struct proc_rec {
+	const void *slot;
+	pid_t pid;
+	char name[32];
+	char log[PATH_MAX];
+	int watched;  /* checked at the end of the case (h_proc_watch) */
+	int exempt;   /* stopped on purpose with a signal (h_proc_exempt) */
+	int reaped;   /* its exit status is known */
+	int code;     /* exit status, or 128 + signal */
+	int died;     /* reaped during the case without being asked to stop */
+};
+static struct proc_rec recs[64];
+static int nrecs;
+static pid_t orphans[64];
+static int norphans;
+
+static struct proc_rec *rec_of(const struct h_proc *p)
+{
+	for (int i = 0; i < nrecs; i++)
+		if (recs[i].slot == p)
+			return &recs[i];
+	return NULL;
+}
+
+static void procs_end(void *arg);
+
+static void rec_started(const struct h_proc *p, const char *name)
+{
+	static int deferred;
+	struct proc_rec *r = rec_of(p);
+	if (r && !r->reaped && r->pid > 0 && norphans < 64)
+		orphans[norphans++] = r->pid; /* replaced while alive: killed at the end */
+	if (!r && nrecs < 64)
+		r = &recs[nrecs++];
+	if (!r)
+		return;
+	int watched = r->slot == p && r->watched;
+	char keep[32];
+	snprintf(keep, sizeof keep, "%s", r->slot == p ? r->name : name);
+	memset(r, 0, sizeof *r);
+	r->slot = p;
+	r->pid = p->pid;
+	r->watched = watched;
+	snprintf(r->name, sizeof r->name, "%s", keep);
+	snprintf(r->log, sizeof r->log, "%s", p->log);
+	if (!deferred) {
+		deferred = 1;
+		t_defer(procs_end, NULL);
+	}
+}
+
+static void rec_reaped(const struct h_proc *p, int code, int asked)
+{
+	struct proc_rec *r = rec_of(p);
+	if (!r || r->reaped)
+		return;
+	r->reaped = 1;
+	r->code = code;
+	r->died = !asked;
+}
+
+static void dump_log_file(const char *log, int lines)
+{
+	char cmd[PATH_MAX + 64];
+	snprintf(cmd, sizeof cmd, "tail -n %d '%s' | sed 's/^/    | /'", lines, log);
+	fflush(stdout);
+	if (system(cmd) < 0)
+		t_log("could not show %s", log);
+}
+
+/* The end of a case: a watched process that died during it, or exits non-zero on SIGTERM now,
+ * fails the case; everything else still running is killed. */
+static void procs_end(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < nrecs; i++) {
+		struct proc_rec *r = &recs[i];
+		if (r->pid <= 0)
+			continue;
+		if (!r->reaped) {
+			int st = 0;
+			pid_t w = waitpid(r->pid, &st, WNOHANG);
+			if (w == r->pid) {
+				r->reaped = r->died = 1;
+				r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			}
+		}
+		if (!r->reaped) {
+			struct h_proc tmp = { .pid = r->pid };
+			int code = h_proc_stop(&tmp, r->watched && !r->exempt ? SIGTERM : SIGKILL,
+					       10000);
+			if (r->watched && !r->exempt && code != 0) {
+				dump_log_file(r->log, 40);
+				t_fail_soft("%s exited %d on SIGTERM at the end of the case", r->name,
+					    code);
+			}
+			continue;
+		}
+		if (r->watched && !r->exempt && r->died && r->code != 0) {
+			dump_log_file(r->log, 40);
+			t_fail_soft("%s exited %d during the case", r->name, r->code);
+		}
+	}
+	for (int i = 0; i < norphans; i++) {
+		kill(orphans[i], SIGKILL);
+		waitpid(orphans[i], NULL, 0);
+	}
+	nrecs = norphans = 0;
+}
+
+void h_proc_watch(const struct h_proc *p, const char *name)
+{
+	struct proc_rec *r = rec_of(p);
+	if (!r)
+		return;
+	r->watched = 1;
+	snprintf(r->name, sizeof r->name, "%s", name);
+}
+
+void h_proc_exempt(const struct h_proc *p)
+{
+	struct proc_rec *r = rec_of(p);
+	if (r)
+		r->exempt = 1;
+}
+
 int h_proc_start(struct h_proc *p, const char *const *argv, const char *const *env,
 		 const char *ready, int timeout_ms)
 {
@@ -164,6 +293,7 @@ int h_proc_start(struct h_proc *p, const char *const *argv, const char *const *e
 		_exit(127);
 	}
 	p->pid = pid;
+	rec_started(p, base);
 	if (!ready)
 		return 0;
 	int64_t deadline = clock_mono_ms() + timeout_ms;
@@ -184,7 +314,9 @@ int h_proc_alive(struct h_proc *p)
 	int st;
 	pid_t r = waitpid(p->pid, &st, WNOHANG);
 	if (r == p->pid) {
-		p->pid = -(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) - 1;
+		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		p->pid = -code - 1;
+		rec_reaped(p, code, 0);
 		return 0;
 	}
 	return r == 0;
@@ -204,6 +336,7 @@ int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
 			break;
 		if (r < 0) {
 			p->pid = 0;
+			rec_reaped(p, 0, 1);
 			return 0;
 		}
 		if (clock_mono_ms() > deadline) {
@@ -215,6 +348,7 @@ int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
 	}
 	int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	p->pid = -code - 1;
+	rec_reaped(p, code, 1);
 	return code;
 }
 
@@ -227,34 +361,12 @@ void h_proc_stop_ok(struct h_proc *p, const char *name)
 	}
 }
 
-void h_proc_end_check(struct h_proc *p, const char *name)
-{
-	int alive = h_proc_alive(p);
-	/* A process that died during the case (a crash, a sanitizer abort) fails it too. */
-	int code = h_proc_stop(p, SIGTERM, 10000);
-	if (code != 0) {
-		h_proc_dump_log(p, 40);
-		t_fail_soft("%s exited %d %s", name, code,
-			    alive ? "on SIGTERM at the end of the case" : "during the case");
-	}
-}
-
 void h_proc_dump_log(const struct h_proc *p, int lines)
 {
-	char cmd[PATH_MAX + 64];
-	snprintf(cmd, sizeof cmd, "tail -n %d '%s' | sed 's/^/    | /'", lines, p->log);
-	fflush(stdout);
-	if (system(cmd) < 0)
-		t_log("could not show %s", p->log);
+	dump_log_file(p->log, lines);
 }
 
 /* ---- redis ---- */
-
-static void redis_cleanup(void *arg)
-{
-	struct h_redis *r = arg;
-	h_proc_stop(&r->proc, SIGKILL, 1000);
-}
 
 static int unix_connectable(const char *path)
 {
@@ -288,8 +400,7 @@ void h_redis_start(struct h_redis *r)
 	memset(r, 0, sizeof *r);
 	snprintf(r->sock, sizeof r->sock, "%s", h_path("redis.sock"));
 	snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
-	redis_spawn(r);
-	t_defer(redis_cleanup, r);
+	redis_spawn(r); /* killed at the end of the case like everything it started */
 }
 
 void h_redis_restart(struct h_redis *r)
@@ -337,13 +448,6 @@ void h_server_init(struct h_server *s)
 	snprintf(s->admin, sizeof s->admin, "admin-secret");
 }
 
-static void server_cleanup(void *arg)
-{
-	struct h_server *s = arg;
-	if (!s->killed)
-		h_proc_end_check(&s->proc, "gwb-server");
-}
-
 void h_server_start(struct h_server *s)
 {
 	static char envbuf[8][PATH_MAX + 32];
@@ -368,15 +472,11 @@ void h_server_start(struct h_server *s)
 	}
 	argv[a++] = h_bin("gwb-server");
 	argv[a] = NULL;
-	s->killed = 0;
 	if (h_proc_start(&s->proc, argv, env, "gwb-server listening on", 15000) < 0) {
 		h_proc_dump_log(&s->proc, 30);
 		t_fail(__FILE__, __LINE__, "gwb-server did not start");
 	}
-	if (!s->deferred) {
-		s->deferred = 1;
-		t_defer(server_cleanup, s);
-	}
+	h_proc_watch(&s->proc, "gwb-server");
 }
 
 void h_server_stop(struct h_server *s)
@@ -386,7 +486,7 @@ void h_server_stop(struct h_server *s)
 
 void h_server_kill9(struct h_server *s)
 {
-	s->killed = 1;
+	h_proc_exempt(&s->proc);
 	h_proc_stop(&s->proc, SIGKILL, 5000);
 }
 

@@ -34,9 +34,14 @@ int h_proc_stop(struct h_proc *p, int sig, int timeout_ms);
 int h_proc_alive(struct h_proc *p);
 /* SIGTERM and wait; fails the case unless it exits 0, showing the end of its log. */
 void h_proc_stop_ok(struct h_proc *p, const char *name);
-/* For clean-up at the end of a case: stops the process if it still runs and records a failure
- * (without ending the case) when it exits non-zero or had already died during the case. */
-void h_proc_end_check(struct h_proc *p, const char *name);
+/* Every started process is stopped at the end of its case by the harness, which keeps its own
+ * record of it (so p may live in the case's stack frame). A watched process is stopped with
+ * SIGTERM, and the case fails (without ending early) when it exits non-zero then or had died
+ * during the case; others are killed. */
+void h_proc_watch(const struct h_proc *p, const char *name);
+/* The process is being stopped on purpose (kill -9): no end-of-case check until it is started
+ * again through the same p. */
+void h_proc_exempt(const struct h_proc *p);
 /* Prints the last lines of the process log into the test output. */
 void h_proc_dump_log(const struct h_proc *p, int lines);
 
@@ -59,8 +64,6 @@ struct h_server {
 	char db[PATH_MAX];
 	char admin[64];
 	const char *env[32]; /* extra "K=V" settings, NULL-terminated; set before start */
-	int deferred;        /* clean-up registered */
-	int killed;          /* stopped on purpose with h_server_kill9 */
 };
 /* Fills defaults: db in the case folder, admin token "admin-secret", listen 127.0.0.1:0. */
 void h_server_init(struct h_server *s);
