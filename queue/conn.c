@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/addr.h"
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
@@ -63,73 +64,16 @@ const char *q_conn_state_name(enum q_conn_state s)
 
 int q_addr_parse(const char *url, struct q_addr *a, char *err, size_t errlen)
 {
+	struct addr x;
 	memset(a, 0, sizeof *a);
-	if (strncmp(url, "unix://", 7) == 0) {
-		const char *p = url + 7;
-		if (p[0] != '/' || strlen(p) >= sizeof a->path) {
-			snprintf(err, errlen, "unix:// needs an absolute socket path under %zu bytes",
-				 sizeof a->path);
-			return GWB_EINVAL;
-		}
-		a->is_unix = 1;
-		snprintf(a->path, sizeof a->path, "%s", p);
-		return 0;
-	}
-	if (strncmp(url, "redis://", 8) != 0) {
-		snprintf(err, errlen, "must be redis://host:port/N or unix:///path");
+	if (addr_parse(url, ADDR_F_REDIS | ADDR_F_UNIX, &x, err, errlen) < 0)
 		return GWB_EINVAL;
-	}
-	char hp[300];
-	snprintf(hp, sizeof hp, "%s", url + 8);
-	char *slash = strchr(hp, '/');
-	if (slash) {
-		*slash = '\0';
-		if (slash[1]) {
-			char *end;
-			errno = 0;
-			long db = strtol(slash + 1, &end, 10);
-			if (errno || *end || db < 0 || db > 15) {
-				snprintf(err, errlen, "database number must be from 0 to 15");
-				return GWB_EINVAL;
-			}
-			a->db = (int)db;
-		}
-	}
-	/* host:port, or [v6]:port; the port defaults to 6379. */
-	char *host = hp, *colon;
-	if (hp[0] == '[') {
-		char *close = strchr(hp, ']');
-		if (!close) {
-			snprintf(err, errlen, "unbalanced [ in the host");
-			return GWB_EINVAL;
-		}
-		*close = '\0';
-		host = hp + 1;
-		colon = close[1] == ':' ? close + 1 : NULL;
-		if (close[1] && !colon) {
-			snprintf(err, errlen, "expected :port after ]");
-			return GWB_EINVAL;
-		}
-	} else {
-		colon = strrchr(hp, ':');
-	}
-	a->port = 6379;
-	if (colon) {
-		*colon = '\0';
-		char *end;
-		errno = 0;
-		long port = strtol(colon + 1, &end, 10);
-		if (errno || end == colon + 1 || *end || port < 1 || port > 65535) {
-			snprintf(err, errlen, "port must be from 1 to 65535");
-			return GWB_EINVAL;
-		}
-		a->port = (int)port;
-	}
-	if (!host[0] || strlen(host) >= sizeof a->host) {
-		snprintf(err, errlen, "missing or too long host");
-		return GWB_EINVAL;
-	}
-	snprintf(a->host, sizeof a->host, "%s", host);
+	a->is_unix = x.kind == ADDR_UNIX;
+	/* addr_parse bounds the socket path below sizeof a->path and the host to 255 bytes. */
+	snprintf(a->path, sizeof a->path, "%s", a->is_unix ? x.path : "");
+	snprintf(a->host, sizeof a->host, "%s", x.host);
+	a->port = x.port;
+	a->db = x.db;
 	return 0;
 }
 

@@ -2,6 +2,7 @@
  * the API's errors passed through, usage errors, and `intents` showing pending state,
  * deliveries and decoded bodies (including a body it cannot decode). */
 #include <hiredis/hiredis.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,5 +262,98 @@ TEST_T(gwbctl_intents_shows_pending_deliveries_and_bodies, 60)
 	j = ctl(NULL, "intents", &code);
 	CHECK_INT(code, 1);
 	CHECK(stderr_has("gwbctl: redis"));
+	h_server_stop(&s);
+}
+
+/* The line after "VAR: " in a file (a refusal's reason), in buf; "" when absent. */
+static const char *reason_in(const char *path, const char *var, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024], key[64];
+	snprintf(key, sizeof key, "%s: ", var);
+	buf[0] = '\0';
+	while (f && fgets(line, sizeof line, f)) {
+		const char *p = strstr(line, key);
+		if (p) {
+			snprintf(buf, len, "%s", p + strlen(key));
+			buf[strcspn(buf, "\n")] = '\0';
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+/* Starts gwb-server with env_kv added. Returns 1 when it came up (then stopped cleanly), 0 when
+ * it refused to start (exit 2) with the reason after "var: " copied into why. */
+static int server_accepts(const char *env_kv, const char *var, char *why, size_t len)
+{
+	char db[PATH_MAX + 8];
+	static int n;
+	snprintf(db, sizeof db, "GWB_DB=%s/agree-%d.db", h_tmpdir(), n++);
+	const char *env[] = { db, env_kv, "GWB_LISTEN=127.0.0.1:0", NULL };
+	const char *argv[] = { h_bin("gwb-server"), NULL };
+	struct h_proc p;
+	if (h_proc_start(&p, argv, env, "gwb-server listening on", 15000) == 0) {
+		CHECK_INT(h_proc_stop(&p, SIGTERM, 10000), 0);
+		why[0] = '\0';
+		return 1;
+	}
+	CHECK_INT(h_proc_stop(&p, SIGKILL, 1000), 2);
+	reason_in(p.log, var, why, len);
+	CHECKF(why[0], "gwb-server with %s: no reason in its log", env_kv);
+	return 0;
+}
+
+TEST_T(gwbctl_and_server_agree_on_addresses, 120)
+{
+	struct h_redis r;
+	struct h_server s;
+	setup(&r, &s, NULL);
+	static const struct {
+		const char *value;
+		int accepted;
+	} redis[] = {
+		{ "redis://localhost/0", 1 },      /* refused by gwb-server before lib/addr.c */
+		{ "redis://127.0.0.1:6390/2", 1 },
+		{ "redis://[::1]:6390", 1 },
+		{ "unix:///tmp/gwb-agree-none.sock", 1 },
+		{ "redis://h:0/1", 0 },
+		{ "redis://h/16", 0 },
+		{ "redis://u:p@h", 0 },
+		{ "http://nope", 0 },
+		{ "localhost:6379", 0 },
+		{ "unix://relative", 0 },
+	};
+	for (size_t i = 0; i < sizeof redis / sizeof redis[0]; i++) {
+		char kv[300], srv_why[512], ctl_why[512];
+		snprintf(kv, sizeof kv, "GWB_REDIS=%s", redis[i].value);
+		int srv_ok = server_accepts(kv, "GWB_REDIS", srv_why, sizeof srv_why);
+		snprintf(redis_env, sizeof redis_env, "GWB_REDIS='%s'", redis[i].value);
+		int code;
+		json_t *j = ctl(ADMIN, "teams", &code);
+		json_decref(j);
+		reason_in(h_path("gwbctl.err"), "GWB_REDIS", ctl_why, sizeof ctl_why);
+		CHECKF(srv_ok == redis[i].accepted, "%s: gwb-server %s (%s)", redis[i].value,
+		       srv_ok ? "accepted" : "refused", srv_why);
+		CHECKF(code == (redis[i].accepted ? 0 : 2), "%s: gwbctl exit %d (%s)",
+		       redis[i].value, code, ctl_why);
+		CHECK_STR(ctl_why, srv_why);
+	}
+	/* The API server URL of gwb-server and gwbctl's --url share the http(s):// grammar. */
+	static const char *const bad_urls[] = { "127.0.0.1:8080", "http://", "https://h:70000",
+						"ftp://h", "http://h/a#b" };
+	for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
+		char kv[300], srv_why[512], ctl_why[512];
+		snprintf(kv, sizeof kv, "GWB_KUBE_SERVER=%s", bad_urls[i]);
+		CHECK_INT(server_accepts(kv, "GWB_KUBE_SERVER", srv_why, sizeof srv_why), 0);
+		snprintf(url_env, sizeof url_env, "GWB_URL='%s'", bad_urls[i]);
+		int code;
+		json_decref(ctl(ADMIN, "teams", &code));
+		CHECK_INT(code, 2);
+		CHECK_STR(reason_in(h_path("gwbctl.err"), "GWB_URL", ctl_why, sizeof ctl_why),
+			  srv_why);
+	}
 	h_server_stop(&s);
 }

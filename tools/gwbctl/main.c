@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "lib/addr.h"
 #include "lib/alloc.h"
 #include "lib/jsonx.h"
 #include "queue/codec.h"
@@ -458,6 +459,7 @@ int main(int argc, char **argv)
 		o.url = "http://127.0.0.1:8080";
 	if (!o.prefix || !o.prefix[0])
 		o.prefix = "gwb";
+	const char *url_src = "GWB_URL", *redis_src = "GWB_REDIS";
 	int i = 1, bad = 0;
 	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
 		const char *v;
@@ -465,16 +467,32 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		}
-		if ((v = flag(argc, argv, &i, "url", &bad)))
+		if ((v = flag(argc, argv, &i, "url", &bad))) {
 			o.url = v;
+			url_src = "--url";
+		}
 		else if ((v = flag(argc, argv, &i, "token", &bad)))
 			o.token = v;
-		else if ((v = flag(argc, argv, &i, "redis", &bad)))
+		else if ((v = flag(argc, argv, &i, "redis", &bad))) {
 			o.redis = v;
+			redis_src = "--redis";
+		}
 		else if ((v = flag(argc, argv, &i, "prefix", &bad)))
 			o.prefix = v;
 		else
 			return usage(bad ? "a flag needs a value" : "unknown option");
+	}
+	/* Addresses are checked before any command, with the grammar gwb-server uses. */
+	struct addr ad;
+	char why[200];
+	if (addr_parse(o.url, ADDR_F_HTTP, &ad, why, sizeof why) < 0) {
+		fprintf(stderr, "gwbctl: %s: %s\n", url_src, why);
+		return EXIT_USAGE;
+	}
+	if (o.redis && o.redis[0] &&
+	    addr_parse(o.redis, ADDR_F_REDIS | ADDR_F_UNIX, &ad, why, sizeof why) < 0) {
+		fprintf(stderr, "gwbctl: %s: %s\n", redis_src, why);
+		return EXIT_USAGE;
 	}
 	if (i >= argc)
 		return usage("no command");
