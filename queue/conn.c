@@ -8,14 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/addr.h"
 #include "lib/alloc.h"
+#include "lib/backoff.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 
-/* Reconnection back-off: doubles from the first delay up to the cap. Short enough that a
+/* Reconnection back-off (lib/backoff.h: doubling, jittered, capped): short enough that a
  * restarted Redis is found within seconds, long enough not to spin on a dead one. */
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -45,7 +47,7 @@ struct q_conn {
 	struct event *timer;     /* command deadline, or the reconnect back-off */
 	struct q_cmd *head, *tail;
 	int ninflight;
-	int64_t backoff_ms;
+	struct backoff backoff;
 	int64_t drops;
 	char last_error[160];
 };
@@ -158,9 +160,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 
 static void schedule_reconnect(struct q_conn *c)
 {
-	int64_t wait = c->backoff_ms ? c->backoff_ms : BACKOFF_FIRST_MS;
-	c->backoff_ms = wait * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : wait * 2;
-	arm_timer(c, clock_mono_ms() + wait);
+	arm_timer(c, clock_mono_ms() + backoff_next(&c->backoff));
 }
 
 /* The connection is gone (or must go): forgets the context, fails what was in flight
@@ -243,7 +243,7 @@ static void on_handshake(struct q_conn *c, const redisReply *r, const char *err,
 		conn_lost(c, why, 1);
 		return;
 	}
-	c->backoff_ms = 0;
+	backoff_reset(&c->backoff);
 	c->last_error[0] = '\0';
 	set_state(c, Q_CONN_CONNECTED);
 }
@@ -312,6 +312,10 @@ struct q_conn *q_conn_new(struct event_base *base, const struct q_addr *addr, co
 	c->state_arg = arg;
 	c->state = Q_CONN_IDLE;
 	c->timer = evtimer_new(base, on_timer, c);
+	/* Seeded per connection and per process, so that servers losing one Redis together do
+	 * not come back in step. */
+	backoff_init(&c->backoff, BACKOFF_FIRST_MS, BACKOFF_MAX_MS,
+		     (uint64_t)(uintptr_t)c ^ (uint64_t)clock_now_ms() ^ ((uint64_t)getpid() << 32));
 	return c;
 }
 
