@@ -18,8 +18,8 @@
 static char url_env[300], redis_env[PATH_MAX + 32];
 
 /* Runs gwbctl with args (a shell word list built by the case, no outside input) and the
- * case's URL/Redis; returns its stdout parsed as JSON (or NULL) and its exit code. */
-static json_t *ctl(const char *token, const char *args, int *code)
+ * case's URL/Redis; returns its stdout (gwb_malloc'd) and its exit code. */
+static char *ctl_raw(const char *token, const char *args, int *code)
 {
 	char cmd[4096];
 	snprintf(cmd, sizeof cmd, "%s %s GWB_TOKEN=%s '%s' %s 2>%s", url_env, redis_env,
@@ -35,8 +35,15 @@ static json_t *ctl(const char *token, const char *args, int *code)
 	buf[len] = '\0';
 	int st = pclose(p);
 	*code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-	json_t *j = len ? json_loads(buf, 0, NULL) : NULL;
-	gwb_free(buf);
+	return buf;
+}
+
+/* ctl_raw with stdout parsed as JSON (or NULL). */
+static json_t *ctl(const char *token, const char *args, int *code)
+{
+	char *out = ctl_raw(token, args, code);
+	json_t *j = out[0] ? json_loads(out, 0, NULL) : NULL;
+	gwb_free(out);
 	return j;
 }
 
@@ -354,6 +361,291 @@ TEST_T(gwbctl_and_server_agree_on_addresses, 120)
 		CHECK_INT(code, 2);
 		CHECK_STR(reason_in(h_path("gwbctl.err"), "GWB_URL", ctl_why, sizeof ctl_why),
 			  srv_why);
+	}
+	h_server_stop(&s);
+}
+
+/* 1 when text holds line as one whole line. */
+static int has_line_with(const char *text, const char *a, const char *b)
+{
+	for (const char *p = text; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+		char line[1024];
+		snprintf(line, sizeof line, "%.*s", (int)n, p);
+		if (strstr(line, a) && (!b || strstr(line, b)))
+			return 1;
+		p = eol ? eol + 1 : NULL;
+	}
+	return 0;
+}
+
+TEST_T(gwbctl_output_modes_text_json_name, 60)
+{
+	struct h_redis r;
+	struct h_server s;
+	setup(&r, &s, NULL);
+	int code;
+	/* -o name: only the id, so that ID=$(gwbctl submit ... -o name) works. */
+	char *out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 1024 --core 25 --key m-1 -o name",
+			    &code);
+	CHECK_INT(code, 0);
+	char id[64];
+	CHECKF(strlen(out) > 2 && out[strlen(out) - 1] == '\n', "stdout: '%s'", out);
+	snprintf(id, sizeof id, "%.*s", (int)strlen(out) - 1, out);
+	CHECKF(strncmp(id, "t-", 2) == 0 && !strchr(id, '\n') && !strchr(id, ' '), "id '%s'", id);
+	gwb_free(out);
+	/* The same submission, shown as text: the replay's 200 is visible. */
+	out = ctl_raw("alpha-tok-1", "-o text submit --team alpha --mem 1024 --core 25 --key m-1",
+		      &code);
+	CHECK_INT(code, 0);
+	CHECKF(strncmp(out, "200 OK (idempotent replay", 25) == 0, "stdout: %s", out);
+	CHECK(has_line_with(out, "id ", id));
+	/* queued, or creating once the built-in handler took its intent */
+	CHECK(has_line_with(out, "state ", "queued") || has_line_with(out, "state ", "creating"));
+	CHECK(has_line_with(out, "reservation ", "1024 MiB, 25% core, held"));
+	CHECK(has_line_with(out, "card ", "-"));
+	gwb_free(out);
+	/* A new one as text: 201. */
+	out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 512 --core 10 -o text", &code);
+	CHECK_INT(code, 0);
+	CHECKF(strncmp(out, "201 Created\n", 12) == 0, "stdout: %s", out);
+	char id2[64];
+	CHECK(sscanf(strstr(out, "id "), "id %63s", id2) == 1);
+	gwb_free(out);
+	/* get -q is -o name; get -o json is the whole body. */
+	char args[256];
+	snprintf(args, sizeof args, "get %s -q", id2);
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	char want[80];
+	snprintf(want, sizeof want, "%s\n", id2);
+	CHECK_STR(out, want);
+	gwb_free(out);
+	snprintf(args, sizeof args, "get %s -o json", id2);
+	json_t *j = ctl("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(jget(j, "id"), id2);
+	CHECK(json_is_object(json_object_get(j, "reservation")));
+	json_decref(j);
+	/* cancel as text: 202, then 200 for the repeat. */
+	snprintf(args, sizeof args, "--output=text cancel %s", id2);
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECKF(strncmp(out, "202 Accepted\n", 13) == 0, "stdout: %s", out);
+	CHECK(has_line_with(out, "state ", "cancelling"));
+	CHECK(has_line_with(out, "cancel ", "requested"));
+	gwb_free(out);
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECKF(strncmp(out, "200 OK\n", 7) == 0, "stdout: %s", out);
+	CHECK(has_line_with(out, "cancel ", "already_requested"));
+	gwb_free(out);
+	/* list: a table with both, names one a line. */
+	out = ctl_raw("alpha-tok-1", "list -o text", &code);
+	CHECK_INT(code, 0);
+	CHECK(has_line_with(out, "ID ", "STATE"));
+	CHECK(has_line_with(out, id, "alpha"));
+	CHECK(has_line_with(out, id2, "cancelling"));
+	gwb_free(out);
+	out = ctl_raw("alpha-tok-1", "list -o name", &code);
+	CHECK_INT(code, 0);
+	snprintf(want, sizeof want, "%s\n%s\n", id2, id);
+	CHECK_STR(out, want);
+	gwb_free(out);
+	/* teams as text. */
+	out = ctl_raw("alpha-tok-1", "teams alpha -o text", &code);
+	CHECK_INT(code, 0);
+	CHECK(has_line_with(out, "alpha ", "4096/200%"));
+	gwb_free(out);
+	/* An API refusal in text mode: the code and its details on stderr, nothing on stdout. */
+	out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 999999 --core 25 -o text", &code);
+	CHECK_INT(code, 1);
+	CHECK_STR(out, "");
+	CHECK(stderr_has("HTTP 403 quota_exceeded"));
+	CHECK(stderr_has("details: "));
+	gwb_free(out);
+
+	/* On a terminal the default is text; through a pipe it is the whole JSON body. */
+	snprintf(args, sizeof args, "script -qec \"env %s GWB_TOKEN=alpha-tok-1 %s get %s\" /dev/null",
+		 url_env, h_bin("gwbctl"), id);
+	fflush(stdout);
+	FILE *p = popen(args, "r");
+	CHECK(p != NULL);
+	char tty[8192];
+	size_t n = fread(tty, 1, sizeof tty - 1, p);
+	tty[n] = '\0';
+	CHECK_INT(pclose(p), 0);
+	CHECKF(strncmp(tty, "200 OK", 6) == 0 && strstr(tty, "\nstate        "),
+	       "on a terminal: %s", tty);
+	snprintf(args, sizeof args, "get %s", id);
+	j = ctl("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(jget(j, "id"), id);
+	json_decref(j);
+	h_server_stop(&s);
+}
+
+TEST_T(gwbctl_list_active_and_cancel_all, 60)
+{
+	struct h_redis r;
+	struct h_server s;
+	setup(&r, &s, NULL);
+	int code;
+	char ids[3][64];
+	for (int i = 0; i < 3; i++) {
+		char *out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 256 --core 5 -q", &code);
+		CHECK_INT(code, 0);
+		snprintf(ids[i], sizeof ids[i], "%.*s", (int)strcspn(out, "\n"), out);
+		gwb_free(out);
+	}
+	/* Another team's task is not touched by alpha's cancel --all. */
+	struct h_resp resp;
+	h_req(&resp, "PUT", s.proc.url, "/v1/teams/beta", ADMIN,
+	      "{\"gpu_memory_mib\": 1024, \"gpu_core_percent\": 100}", NULL);
+	CHECK_INT(resp.status, 201);
+	h_resp_free(&resp);
+	json_t *j = ctl(ADMIN, "submit --team beta --mem 256 --core 5", &code);
+	CHECK_INT(code, 0);
+	char beta[64];
+	snprintf(beta, sizeof beta, "%s", jget(j, "id"));
+	json_decref(j);
+	char args[256];
+	snprintf(args, sizeof args, "cancel %s", ids[0]);
+	json_decref(ctl("alpha-tok-1", args, &code));
+	CHECK_INT(code, 0);
+
+	/* --active: every state that holds quota (queued or creating, and cancelling here). */
+	j = ctl(ADMIN, "list --active", &code);
+	CHECK_INT(code, 0);
+	CHECK_INT(json_array_size(json_object_get(j, "tasks")), 4);
+	json_decref(j);
+	j = ctl("alpha-tok-1", "list --active --team alpha -o json", &code);
+	CHECK_INT(code, 0);
+	json_t *tasks = json_object_get(j, "tasks");
+	CHECK_INT(json_array_size(tasks), 3);
+	/* newest first, as the API lists */
+	CHECK_STR(jget(json_array_get(tasks, 0), "id"), ids[2]);
+	CHECK_STR(jget(json_array_get(tasks, 2), "id"), ids[0]);
+	CHECK_STR(jget(json_array_get(tasks, 2), "state"), "cancelling");
+	json_decref(j);
+	j = ctl(ADMIN, "list --active --limit 2", &code);
+	CHECK_INT(code, 0);
+	CHECK_INT(json_array_size(json_object_get(j, "tasks")), 2);
+	json_decref(j);
+	json_decref(ctl(ADMIN, "list --active --state queued", &code));
+	CHECK_INT(code, 2);
+	CHECK(stderr_has("--active cannot be combined with --state"));
+
+	/* cancel --all refuses without --yes, and without --team. */
+	char *out = ctl_raw("alpha-tok-1", "cancel --all --team alpha", &code);
+	CHECK_INT(code, 2);
+	CHECK_STR(out, "");
+	CHECK(stderr_has("add --yes"));
+	gwb_free(out);
+	json_decref(ctl("alpha-tok-1", "cancel --all --yes", &code));
+	CHECK_INT(code, 2);
+	CHECK(stderr_has("--all needs --team"));
+	snprintf(args, sizeof args, "cancel %s --yes", ids[1]);
+	json_decref(ctl("alpha-tok-1", args, &code));
+	CHECK_INT(code, 2);
+	CHECK(stderr_has("--yes goes with --all"));
+	/* Nothing was cancelled by the refusals. */
+	j = ctl("alpha-tok-1", "list --active --team alpha", &code);
+	int cancelling = 0;
+	size_t i;
+	json_t *t;
+	json_array_foreach(json_object_get(j, "tasks"), i, t)
+		cancelling += strcmp(jget(t, "state"), "cancelling") == 0;
+	CHECK_INT(cancelling, 1);
+	json_decref(j);
+
+	/* With --yes: the two not yet cancelling, one line each. */
+	out = ctl_raw("alpha-tok-1", "cancel --all --team alpha --yes -o text", &code);
+	CHECK_INT(code, 0);
+	CHECK(has_line_with(out, "202 ", ids[1]));
+	CHECK(has_line_with(out, "202 ", ids[2]));
+	CHECK(!strstr(out, ids[0]));
+	CHECK(!strstr(out, beta));
+	gwb_free(out);
+	j = ctl("alpha-tok-1", "list --active --team alpha", &code);
+	json_array_foreach(json_object_get(j, "tasks"), i, t)
+		CHECK_STR(jget(t, "state"), "cancelling");
+	CHECK_INT(json_array_size(json_object_get(j, "tasks")), 3);
+	json_decref(j);
+	snprintf(args, sizeof args, "get %s", beta);
+	j = ctl(ADMIN, args, &code);
+	CHECKF(strcmp(jget(j, "state"), "cancelling") != 0, "beta's task was cancelled");
+	json_decref(j);
+	/* Again: nothing left to cancel. */
+	j = ctl("alpha-tok-1", "cancel --all --team alpha --yes -o json", &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(jget(j, "team"), "alpha");
+	CHECK_INT(json_array_size(json_object_get(j, "tasks")), 0);
+	json_decref(j);
+	/* A team token cannot cancel another team's tasks: the API refuses, exit 1. */
+	json_decref(ctl("alpha-tok-1", "cancel --all --team beta --yes", &code));
+	CHECK_INT(code, 1);
+	CHECK(stderr_has("HTTP 403"));
+	h_server_stop(&s);
+}
+
+TEST_T(gwbctl_teams_set_and_usage_errors_name_the_flag, 60)
+{
+	struct h_redis r;
+	struct h_server s;
+	setup(&r, &s, NULL);
+	int code;
+	char *out = ctl_raw(ADMIN, "teams set gamma --mem 2048 --core 100 --token gamma-tok-1 -o text",
+			    &code);
+	CHECK_INT(code, 0);
+	CHECKF(strncmp(out, "201 Created\n", 12) == 0, "stdout: %s", out);
+	CHECK(has_line_with(out, "gamma ", "2048/100%"));
+	gwb_free(out);
+	json_t *j = ctl(ADMIN, "teams set gamma --mem 4096 --core 150", &code);
+	CHECK_INT(code, 0);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(j, "quota"), "gpu_memory_mib")),
+		  4096);
+	json_decref(j);
+	/* The token set above works for the team's own requests; a global --token before the
+	 * command is the caller's bearer token. */
+	j = ctl(NULL, "--token gamma-tok-1 teams gamma", &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(jget(j, "team"), "gamma");
+	json_decref(j);
+	/* Only the admin sets quotas. */
+	json_decref(ctl("gamma-tok-1", "teams set gamma --mem 1 --core 1", &code));
+	CHECK_INT(code, 1);
+	CHECK(stderr_has("HTTP 403 forbidden"));
+
+	static const struct {
+		const char *args, *says;
+	} bad[] = {
+		{ "submit --team alpha --mem 10 --core 5 --bogus 1", "submit: unknown flag --bogus" },
+		{ "submit --team alpha --core 5 --mem", "submit: --mem needs a value" },
+		{ "submit --team alpha --mem lots --core 5", "--mem must be a whole number" },
+		{ "submit --core 5", "missing: --team --mem" },
+		{ "get", "get: expected one task id" },
+		{ "get t-1 t-2", "get: unexpected argument 't-2'" },
+		{ "list --state", "list: --state needs a value" },
+		{ "list --limit 0", "--limit must be a whole number from 1 to 500" },
+		{ "list --active=yes", "list: --active takes no value" },
+		{ "events", "events: expected one task id" },
+		{ "devices extra", "devices: unexpected argument 'extra'" },
+		{ "teams set gamma --core 5", "missing: --mem" },
+		{ "teams set --mem 1 --core 1", "teams set: expected one team name" },
+		{ "-o yaml teams", "-o must be text, json or name, not 'yaml'" },
+		{ "--nope teams", "unknown flag --nope" },
+		{ "teams -x", "teams: unknown flag -x" },
+		{ "intents --count 0", "--count must be a whole number from 1 to 10000" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		out = ctl_raw(ADMIN, bad[i].args, &code);
+		CHECKF(code == 2, "'%s': exit %d", bad[i].args, code);
+		CHECKF(out[0] == '\0', "'%s' printed: %s", bad[i].args, out);
+		CHECKF(stderr_has(bad[i].says), "'%s': stderr lacks '%s'", bad[i].args,
+		       bad[i].says);
+		gwb_free(out);
 	}
 	h_server_stop(&s);
 }
