@@ -1,6 +1,8 @@
-/* gwbctl against a real gwb-server and redis-server: every command's output and exit code,
- * the API's errors passed through, usage errors, and `intents` showing pending state,
- * deliveries and decoded bodies (including a body it cannot decode). */
+/* gwbctl against a real gwb-server and redis-server (and kubesim for devices and events): every
+ * command's output in each mode (text, json, name; the terminal default), exit codes, the API's
+ * errors passed through, usage errors naming the flag, `intents` showing pending state,
+ * deliveries and decoded bodies, and gwbctl and gwb-server giving the same answer for the same
+ * address strings. */
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
+#include "tests/harness/h_kubesim.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
@@ -648,4 +651,96 @@ TEST_T(gwbctl_teams_set_and_usage_errors_name_the_flag, 60)
 		gwb_free(out);
 	}
 	h_server_stop(&s);
+}
+
+/* Polls `gwbctl get id` until the task is in state (or fails the case). */
+static void wait_state(const char *token, const char *id, const char *state)
+{
+	char args[128];
+	snprintf(args, sizeof args, "get %s -o json", id);
+	int64_t deadline = clock_mono_ms() + 30000;
+	for (;;) {
+		int code;
+		json_t *j = ctl(token, args, &code);
+		int done = code == 0 && jget(j, "state") && strcmp(jget(j, "state"), state) == 0;
+		json_decref(j);
+		if (done)
+			return;
+		CHECKF(clock_mono_ms() < deadline, "%s never reached %s", id, state);
+		h_sleep_ms(100);
+	}
+}
+
+TEST_T(gwbctl_devices_and_events_against_kubesim, 90)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	snprintf(k.worker, sizeof k.worker, "%s", h_bin("gwb-worker"));
+	h_kubesim_start(&k);
+	char kube_env[300];
+	snprintf(kube_env, sizeof kube_env, "GWB_KUBE_SERVER=%s", k.url);
+	struct h_redis r;
+	struct h_server s;
+	setup(&r, &s, kube_env);
+	int code;
+	char *out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 1024 --core 25 --duration 120 -q",
+			    &code);
+	CHECK_INT(code, 0);
+	char id[64];
+	snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
+	gwb_free(out);
+	wait_state("alpha-tok-1", id, "running");
+
+	/* One line per card: node, minor, health, memory and core used/total, tasks. */
+	out = ctl_raw("alpha-tok-1", "devices -o text", &code);
+	CHECK_INT(code, 0);
+	CHECKF(strncmp(out, "200 OK\n", 7) == 0, "stdout: %s", out);
+	CHECK(has_line_with(out, "NODE ", "TASKS"));
+	CHECKF(has_line_with(out, "1024/8192", id) && has_line_with(out, "25/100", id),
+	       "no card line holds %s: %s", id, out);
+	CHECKF(has_line_with(out, "0/8192", "healthy"), "the other card: %s", out);
+	gwb_free(out);
+	out = ctl_raw("alpha-tok-1", "devices -o name", &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(out, "colima-gwb/0\ncolima-gwb/1\n");
+	gwb_free(out);
+	json_t *j = ctl("alpha-tok-1", "devices", &code);
+	CHECK_INT(code, 0);
+	CHECK_INT(json_array_size(json_object_get(j, "cards")), 2);
+	json_decref(j);
+	/* The task's text summary names its card and node. */
+	char args[128];
+	snprintf(args, sizeof args, "get %s -o text", id);
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECKF(has_line_with(out, "card ", " on colima-gwb"), "stdout: %s", out);
+	gwb_free(out);
+
+	/* events: the history, as JSON and as one line per event. */
+	snprintf(args, sizeof args, "events %s", id);
+	j = ctl("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(jget(j, "task"), id);
+	CHECK(json_array_size(json_object_get(j, "events")) >= 3);
+	CHECK_STR(jget(json_array_get(json_object_get(j, "events"), 0), "type"), "submitted");
+	json_decref(j);
+	snprintf(args, sizeof args, "events %s -o text", id);
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECK(has_line_with(out, "submitted", "-> queued"));
+	CHECK(has_line_with(out, "-> running", NULL));
+	gwb_free(out);
+	json_decref(ctl("alpha-tok-1", "events t-nonesuch", &code));
+	CHECK_INT(code, 1);
+	CHECK(stderr_has("HTTP 404"));
+
+	/* Clean-up the way the lab does it: every active task of the team, then none holds quota. */
+	json_decref(ctl("alpha-tok-1", "cancel --all --team alpha --yes", &code));
+	CHECK_INT(code, 0);
+	wait_state("alpha-tok-1", id, "cancelled");
+	j = ctl("alpha-tok-1", "list --active --team alpha", &code);
+	CHECK_INT(json_array_size(json_object_get(j, "tasks")), 0);
+	json_decref(j);
+	h_server_stop(&s);
+	h_kubesim_stop(&k);
 }
