@@ -302,7 +302,8 @@ static int server_accepts(const char *env_kv, const char *var, char *why, size_t
 	char db[PATH_MAX + 8];
 	static int n;
 	snprintf(db, sizeof db, "GWB_DB=%s/agree-%d.db", h_tmpdir(), n++);
-	const char *env[] = { db, env_kv, "GWB_LISTEN=127.0.0.1:0", NULL };
+	/* env_kv last: it wins over the default listen address. */
+	const char *env[] = { db, "GWB_LISTEN=127.0.0.1:0", env_kv, NULL };
 	const char *argv[] = { h_bin("gwb-server"), NULL };
 	struct h_proc p;
 	if (h_proc_start(&p, argv, env, "gwb-server listening on", 15000) == 0) {
@@ -364,6 +365,28 @@ TEST_T(gwbctl_and_server_agree_on_addresses, 120)
 		CHECK_INT(code, 2);
 		CHECK_STR(reason_in(h_path("gwbctl.err"), "GWB_URL", ctl_why, sizeof ctl_why),
 			  srv_why);
+	}
+	/* Listen addresses: gwb-server and kubesim refuse the same ones (port 0 is accepted by
+	 * both: every case of the harness starts them so). */
+	static const char *const bad_listen[] = { "::1:8080", "127.0.0.1", "127.0.0.1:70000",
+						  "[::1]8080", "http://127.0.0.1:80" };
+	for (size_t i = 0; i < sizeof bad_listen / sizeof bad_listen[0]; i++) {
+		char kv[300], srv_why[512];
+		snprintf(kv, sizeof kv, "GWB_LISTEN=%s", bad_listen[i]);
+		CHECKF(server_accepts(kv, "GWB_LISTEN", srv_why, sizeof srv_why) == 0,
+		       "gwb-server accepted listen %s", bad_listen[i]);
+		const char *argv[] = { h_bin("kubesim"), "--listen", bad_listen[i], "--state-dir",
+				       h_path("ks-state"), "--control-socket", h_path("ks.sock"),
+				       NULL };
+		struct h_proc p;
+		CHECK(h_proc_start(&p, argv, NULL, NULL, 0) == 0);
+		for (int k = 0; k < 500 && h_proc_alive(&p); k++)
+			h_sleep_ms(10);
+		CHECKF(h_proc_stop(&p, SIGKILL, 100) == 1, "kubesim accepted listen %s",
+		       bad_listen[i]);
+		char why[256];
+		reason_in(p.log, "kubesim", why, sizeof why);
+		CHECKF(strncmp(why, "cannot listen on", 16) == 0, "kubesim said: %s", why);
 	}
 	h_server_stop(&s);
 }
@@ -616,6 +639,11 @@ TEST_T(gwbctl_teams_set_and_usage_errors_name_the_flag, 60)
 	CHECK_INT(code, 0);
 	CHECK_STR(jget(j, "team"), "gamma");
 	json_decref(j);
+	/* A trailing slash on the URL is not doubled into the path. */
+	snprintf(url_env, sizeof url_env, "GWB_URL=%s/", s.proc.url);
+	json_decref(ctl(ADMIN, "teams gamma", &code));
+	CHECK_INT(code, 0);
+	snprintf(url_env, sizeof url_env, "GWB_URL=%s", s.proc.url);
 	/* Only the admin sets quotas. */
 	json_decref(ctl("gamma-tok-1", "teams set gamma --mem 1 --core 1", &code));
 	CHECK_INT(code, 1);

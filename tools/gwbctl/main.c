@@ -255,7 +255,10 @@ static int api(const struct opts *o, const char *method, const char *path, const
 	       const char *idem_key, struct httpc_resp *r)
 {
 	char url[2048], key[200];
-	snprintf(url, sizeof url, "%s%s", o->url, path);
+	size_t base = strlen(o->url);
+	while (base && o->url[base - 1] == '/') /* --url http://h:8080/ is http://h:8080 */
+		base--;
+	snprintf(url, sizeof url, "%.*s%s", (int)base, o->url, path);
 	const char *headers[2] = { NULL, NULL };
 	if (idem_key) {
 		snprintf(key, sizeof key, "Idempotency-Key: %s", idem_key);
