@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/addr.h"
 #include "lib/err.h"
 
 enum setting_type { T_STR, T_INT, T_ENUM };
@@ -49,7 +50,7 @@ static const struct setting settings[] = {
 	  "host:port of the HTTP API (port 0 picks a free one)" },
 	{ "db", "GWB_DB", STR(db), ".runtime/gwb.db", 0, 0, NULL, v_nonempty, "SQLite file" },
 	{ "redis", "GWB_REDIS", STR(redis), "", 0, 0, NULL, v_redis,
-	  "redis://host:port/N or unix:///path (empty: no queue)" },
+	  "redis://host[:port][/N] or unix:///path (empty: no queue)" },
 	{ "kube.server", "GWB_KUBE_SERVER", STR(kube_server), "", 0, 0, NULL, v_url,
 	  "API server URL (empty: kubeconfig, then in-cluster)" },
 	{ "kube.config", "KUBECONFIG", STR(kubeconfig), "", 0, 0, NULL, NULL,
@@ -142,91 +143,39 @@ static int v_nonempty(const struct setting *s, const char *v, char *why, size_t 
 
 int config_split_hostport(const char *s, char *host, size_t hostlen, int *port)
 {
-	const char *colon;
-	size_t hl;
-	if (s[0] == '[') {
-		const char *end = strchr(s, ']');
-		if (!end || end[1] != ':')
-			return GWB_EINVAL;
-		hl = (size_t)(end - s - 1);
-		colon = end + 1;
-		s++;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || strchr(s, ':') != colon)
-			return GWB_EINVAL;
-		hl = (size_t)(colon - s);
-	}
-	if (hl == 0 || hl >= hostlen)
+	struct addr a;
+	char why[160];
+	if (addr_parse(s, ADDR_F_HOSTPORT | ADDR_F_PORT0, &a, why, sizeof why) < 0 ||
+	    strlen(a.host) >= hostlen)
 		return GWB_EINVAL;
-	memcpy(host, s, hl);
-	host[hl] = '\0';
-	char *end;
-	errno = 0;
-	long p = strtol(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || p < 0 || p > 65535)
-		return GWB_EINVAL;
-	*port = (int)p;
+	memcpy(host, a.host, strlen(a.host) + 1);
+	*port = a.port;
 	return 0;
+}
+
+/* The address validators: lib/addr.c decides, so every binary accepts the same strings. */
+static int v_addr(const char *v, unsigned allow, char *why, size_t len)
+{
+	struct addr a;
+	return addr_parse(v, allow, &a, why, len) < 0 ? -1 : 0;
 }
 
 static int v_hostport(const struct setting *s, const char *v, char *why, size_t len)
 {
 	(void)s;
-	char host[256];
-	int port;
-	if (config_split_hostport(v, host, sizeof host, &port) < 0) {
-		snprintf(why, len, "must be host:port with a port from 0 to 65535");
-		return -1;
-	}
-	return 0;
+	return v_addr(v, ADDR_F_HOSTPORT | ADDR_F_PORT0, why, len);
 }
 
 static int v_redis(const struct setting *s, const char *v, char *why, size_t len)
 {
 	(void)s;
-	if (!v[0])
-		return 0;
-	if (strncmp(v, "unix://", 7) == 0) {
-		if (v[7] != '/' || strlen(v + 7) >= 108) {
-			snprintf(why, len, "unix:// needs an absolute socket path under 108 bytes");
-			return -1;
-		}
-		return 0;
-	}
-	if (strncmp(v, "redis://", 8) != 0) {
-		snprintf(why, len, "must be redis://host:port/N or unix:///path");
-		return -1;
-	}
-	char hp[300];
-	snprintf(hp, sizeof hp, "%s", v + 8);
-	char *slash = strchr(hp, '/');
-	if (slash) {
-		*slash = '\0';
-		char *end;
-		errno = 0;
-		long db = strtol(slash + 1, &end, 10);
-		if (slash[1] && (errno || *end || db < 0 || db > 15)) {
-			snprintf(why, len, "database number must be from 0 to 15");
-			return -1;
-		}
-	}
-	char host[256];
-	int port;
-	if (config_split_hostport(hp, host, sizeof host, &port) < 0 || port == 0) {
-		snprintf(why, len, "must be redis://host:port/N with a port from 1 to 65535");
-		return -1;
-	}
-	return 0;
+	return v[0] ? v_addr(v, ADDR_F_REDIS | ADDR_F_UNIX, why, len) : 0;
 }
 
 static int v_url(const struct setting *s, const char *v, char *why, size_t len)
 {
 	(void)s;
-	if (!v[0] || strncmp(v, "http://", 7) == 0 || strncmp(v, "https://", 8) == 0)
-		return 0;
-	snprintf(why, len, "must start with http:// or https://");
-	return -1;
+	return v[0] ? v_addr(v, ADDR_F_HTTP, why, len) : 0;
 }
 
 static int v_dns_label(const struct setting *s, const char *v, char *why, size_t len)

@@ -13,7 +13,7 @@
 struct gwb_config {
 	char listen[CONFIG_STR_MAX];        /* host:port of the HTTP API; port 0 picks one */
 	char db[CONFIG_STR_MAX];            /* SQLite file */
-	char redis[CONFIG_STR_MAX];         /* redis://host:port/N or unix:///path; "" = none */
+	char redis[CONFIG_STR_MAX];         /* redis://host[:port][/N] or unix:///path; "" = none */
 	char kube_server[CONFIG_STR_MAX];   /* API server URL; "" = kubeconfig or in-cluster */
 	char kubeconfig[CONFIG_STR_MAX];    /* kubeconfig path; "" = $KUBECONFIG or ~/.kube/config */
 	char kube_namespace[64];            /* namespace of the task Jobs */
@@ -56,7 +56,8 @@ int config_env_known(const char *env);
 /* Writes the settings table (name, environment variable, default, meaning) to out. */
 void config_usage(FILE *out);
 
-/* Splits "host:port" (IPv4, a name, or [IPv6]) into host and port. 0 or GWB_EINVAL. */
+/* Splits "host:port" (IPv4, a name, or [IPv6]; port 0 allowed) into host and port with
+ * lib/addr.h's grammar. 0, or GWB_EINVAL (also when the host does not fit in hostlen). */
 int config_split_hostport(const char *s, char *host, size_t hostlen, int *port);
 
 #endif

@@ -8,13 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "lib/addr.h"
 #include "lib/alloc.h"
+#include "lib/backoff.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 
-/* Reconnection back-off: doubles from the first delay up to the cap. Short enough that a
+/* Reconnection back-off (lib/backoff.h: doubling, jittered, capped): short enough that a
  * restarted Redis is found within seconds, long enough not to spin on a dead one. */
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -44,7 +47,7 @@ struct q_conn {
 	struct event *timer;     /* command deadline, or the reconnect back-off */
 	struct q_cmd *head, *tail;
 	int ninflight;
-	int64_t backoff_ms;
+	struct backoff backoff;
 	int64_t drops;
 	char last_error[160];
 };
@@ -63,73 +66,16 @@ const char *q_conn_state_name(enum q_conn_state s)
 
 int q_addr_parse(const char *url, struct q_addr *a, char *err, size_t errlen)
 {
+	struct addr x;
 	memset(a, 0, sizeof *a);
-	if (strncmp(url, "unix://", 7) == 0) {
-		const char *p = url + 7;
-		if (p[0] != '/' || strlen(p) >= sizeof a->path) {
-			snprintf(err, errlen, "unix:// needs an absolute socket path under %zu bytes",
-				 sizeof a->path);
-			return GWB_EINVAL;
-		}
-		a->is_unix = 1;
-		snprintf(a->path, sizeof a->path, "%s", p);
-		return 0;
-	}
-	if (strncmp(url, "redis://", 8) != 0) {
-		snprintf(err, errlen, "must be redis://host:port/N or unix:///path");
+	if (addr_parse(url, ADDR_F_REDIS | ADDR_F_UNIX, &x, err, errlen) < 0)
 		return GWB_EINVAL;
-	}
-	char hp[300];
-	snprintf(hp, sizeof hp, "%s", url + 8);
-	char *slash = strchr(hp, '/');
-	if (slash) {
-		*slash = '\0';
-		if (slash[1]) {
-			char *end;
-			errno = 0;
-			long db = strtol(slash + 1, &end, 10);
-			if (errno || *end || db < 0 || db > 15) {
-				snprintf(err, errlen, "database number must be from 0 to 15");
-				return GWB_EINVAL;
-			}
-			a->db = (int)db;
-		}
-	}
-	/* host:port, or [v6]:port; the port defaults to 6379. */
-	char *host = hp, *colon;
-	if (hp[0] == '[') {
-		char *close = strchr(hp, ']');
-		if (!close) {
-			snprintf(err, errlen, "unbalanced [ in the host");
-			return GWB_EINVAL;
-		}
-		*close = '\0';
-		host = hp + 1;
-		colon = close[1] == ':' ? close + 1 : NULL;
-		if (close[1] && !colon) {
-			snprintf(err, errlen, "expected :port after ]");
-			return GWB_EINVAL;
-		}
-	} else {
-		colon = strrchr(hp, ':');
-	}
-	a->port = 6379;
-	if (colon) {
-		*colon = '\0';
-		char *end;
-		errno = 0;
-		long port = strtol(colon + 1, &end, 10);
-		if (errno || end == colon + 1 || *end || port < 1 || port > 65535) {
-			snprintf(err, errlen, "port must be from 1 to 65535");
-			return GWB_EINVAL;
-		}
-		a->port = (int)port;
-	}
-	if (!host[0] || strlen(host) >= sizeof a->host) {
-		snprintf(err, errlen, "missing or too long host");
-		return GWB_EINVAL;
-	}
-	snprintf(a->host, sizeof a->host, "%s", host);
+	a->is_unix = x.kind == ADDR_UNIX;
+	/* addr_parse bounds the socket path below sizeof a->path and the host to 255 bytes. */
+	snprintf(a->path, sizeof a->path, "%s", a->is_unix ? x.path : "");
+	snprintf(a->host, sizeof a->host, "%s", x.host);
+	a->port = x.port;
+	a->db = x.db;
 	return 0;
 }
 
@@ -214,9 +160,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 
 static void schedule_reconnect(struct q_conn *c)
 {
-	int64_t wait = c->backoff_ms ? c->backoff_ms : BACKOFF_FIRST_MS;
-	c->backoff_ms = wait * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : wait * 2;
-	arm_timer(c, clock_mono_ms() + wait);
+	arm_timer(c, clock_mono_ms() + backoff_next(&c->backoff));
 }
 
 /* The connection is gone (or must go): forgets the context, fails what was in flight
@@ -299,7 +243,7 @@ static void on_handshake(struct q_conn *c, const redisReply *r, const char *err,
 		conn_lost(c, why, 1);
 		return;
 	}
-	c->backoff_ms = 0;
+	backoff_reset(&c->backoff);
 	c->last_error[0] = '\0';
 	set_state(c, Q_CONN_CONNECTED);
 }
@@ -368,6 +312,10 @@ struct q_conn *q_conn_new(struct event_base *base, const struct q_addr *addr, co
 	c->state_arg = arg;
 	c->state = Q_CONN_IDLE;
 	c->timer = evtimer_new(base, on_timer, c);
+	/* Seeded per connection and per process, so that servers losing one Redis together do
+	 * not come back in step. */
+	backoff_init(&c->backoff, BACKOFF_FIRST_MS, BACKOFF_MAX_MS,
+		     (uint64_t)(uintptr_t)c ^ (uint64_t)clock_now_ms() ^ ((uint64_t)getpid() << 32));
 	return c;
 }
 

@@ -11,7 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Where Redis is: parsed from redis://host:port/N or unix:///path. */
+/* Where Redis is: parsed from redis://host[:port][/N] (port 6379 and db 0 by default) or
+ * unix:///path. */
 struct q_addr {
 	int is_unix;
 	char path[108];   /* sun_path size */
@@ -19,7 +20,8 @@ struct q_addr {
 	int port;
 	int db;
 };
-/* Parses url. 0, or GWB_EINVAL with the reason in err. */
+/* Parses url with lib/addr.h (the grammar every binary shares). 0, or GWB_EINVAL with the
+ * reason in err. */
 int q_addr_parse(const char *url, struct q_addr *a, char *err, size_t errlen);
 
 #define Q_CONN_STATES(X) \

@@ -1,29 +1,23 @@
 /* Benchmark (not a test): submission throughput and latency of a real gwb-server over HTTP,
  * against a baseline measured in the same run — GET /healthz at the same concurrency, which
  * costs the HTTP path but no store transaction. Also the server's resident memory. */
-#include <curl/curl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
+#include "lib/httpc.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
 #define CLIENTS 8
 #define PER_CLIENT 250
-
-static size_t discard(char *d, size_t s, size_t n, void *a)
-{
-	(void)d;
-	(void)a;
-	return s * n;
-}
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -31,37 +25,31 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* One client: n requests on one keep-alive connection; latencies (µs) go to fd. */
+/* One client: n requests on one keep-alive connection (one lib/httpc client, as gwbctl and
+ * the tests use); latencies (µs) go to fd. */
 static void client(const char *url, int submit, int n, int fd)
 {
-	CURL *c = curl_easy_init();
-	struct curl_slist *h = NULL;
-	h = curl_slist_append(h, "Authorization: Bearer bench-team-token");
-	h = curl_slist_append(h, "Content-Type: application/json");
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	struct httpc *c = httpc_new();
 	char full[300];
 	snprintf(full, sizeof full, "%s%s", url, submit ? "/v1/tasks" : "/healthz");
-	curl_easy_setopt(c, CURLOPT_URL, full);
 	static const char body[] = "{\"team\": \"bench\", \"gpu_memory_mib\": 1, "
 				   "\"gpu_core_percent\": 1}";
-	if (submit)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	struct httpc_req req = { .method = submit ? "POST" : "GET", .url = full,
+				 .token = "bench-team-token", .body = submit ? body : NULL };
 	for (int i = 0; i < n; i++) {
 		struct timespec a, b;
+		struct httpc_resp r;
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		long status = 0;
-		if (curl_easy_perform(c) == CURLE_OK)
-			curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		httpc_do(c, &req, &r);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		int64_t us = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
-		if (status != (submit ? 201 : 200))
+		if (r.status != (submit ? 201 : 200))
 			us = -1;
+		httpc_resp_free(&r);
 		if (write(fd, &us, sizeof us) != sizeof us)
 			break;
 	}
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
+	httpc_free(c);
 }
 
 static long rss_kib(pid_t pid)
@@ -117,7 +105,6 @@ int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	gwb_alloc_init();
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (setjmp(t_case_jmp_)) {
 		fprintf(stderr, "bench_submit: set-up failed\n");
 		t_run_defers_();

@@ -2,7 +2,6 @@
 #include "tests/harness/h_kubesim.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/httpc.h"
 #include "lib/clock.h"
 #include "tests/harness/t.h"
 
@@ -201,50 +201,22 @@ int h_pred_condition(const json_t *obj, void *arg)
 	return 0;
 }
 
-struct sink {
-	char *buf;
-	size_t len;
-};
-
-static size_t sink_cb(char *data, size_t size, size_t n, void *arg)
-{
-	struct sink *s = arg;
-	size_t add = size * n;
-	s->buf = gwb_realloc(s->buf, s->len + add + 1);
-	memcpy(s->buf + s->len, data, add);
-	s->len += add;
-	s->buf[s->len] = '\0';
-	return add;
-}
-
 long h_kubesim_ctl(const struct h_kubesim *k, const char *method, const char *path,
 		   const char *body, json_t **out)
 {
-	CURL *c = curl_easy_init();
 	char url[512];
 	snprintf(url, sizeof url, "http://localhost%s", path);
-	struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
-	struct sink s = { 0 };
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, k->ctl);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	struct httpc_req req = { .method = method, .url = url, .unix_socket = k->ctl,
+				 .body = body, .body_len = body ? strlen(body) : 0,
+				 .timeout_ms = 10000 };
+	struct httpc_resp r;
+	httpc_request(&req, &r);
+	long status = r.status;
+	if (out) {
+		*out = r.json;
+		r.json = NULL; /* ownership moves to the caller */
 	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_cb);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	long status = 0;
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hl);
-	curl_easy_cleanup(c);
-	if (out)
-		*out = s.buf ? json_loads(s.buf, 0, NULL) : NULL;
-	gwb_free(s.buf);
+	httpc_resp_free(&r);
 	if (status == 0)
 		t_fail(__FILE__, __LINE__, "control %s %s: no answer", method, path);
 	return status;

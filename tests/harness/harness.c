@@ -2,7 +2,6 @@
 #include "tests/harness/harness.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/httpc.h"
 #include "lib/clock.h"
 #include "tests/harness/t.h"
 
@@ -492,87 +492,21 @@ void h_server_kill9(struct h_server *s)
 
 /* ---- HTTP ---- */
 
-struct sink {
-	char *buf;
-	size_t len, cap;
-};
-
-static size_t body_cb(char *data, size_t size, size_t n, void *arg)
-{
-	struct sink *s = arg;
-	size_t add = size * n;
-	if (s->len + add + 1 > s->cap) {
-		while (s->len + add + 1 > s->cap)
-			s->cap = s->cap ? s->cap * 2 : 4096;
-		s->buf = gwb_realloc(s->buf, s->cap);
-	}
-	memcpy(s->buf + s->len, data, add);
-	s->len += add;
-	s->buf[s->len] = '\0';
-	return add;
-}
-
-static size_t header_cb(char *data, size_t size, size_t n, void *arg)
-{
-	struct h_resp *r = arg;
-	size_t add = size * n;
-	size_t used = strlen(r->headers);
-	/* A new status line (after 100-continue, say) starts the header block over. */
-	if (add >= 5 && strncmp(data, "HTTP/", 5) == 0) {
-		r->headers[0] = '\0';
-		used = 0;
-	}
-	if (used + add + 1 < sizeof r->headers) {
-		memcpy(r->headers + used, data, add);
-		r->headers[used + add] = '\0';
-	}
-	return add;
-}
-
 int h_http(struct h_resp *r, const char *method, const char *url, const char *token,
 	   const char *body, const char *const *headers)
 {
 	memset(r, 0, sizeof *r);
-	CURL *c = curl_easy_init();
-	struct curl_slist *hl = NULL;
-	char auth[512];
-	struct sink sink = { 0 };
-	if (token) {
-		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-		hl = curl_slist_append(hl, auth);
-	}
-	int has_ct = 0;
-	for (const char *const *h = headers; h && *h; h++) {
-		if (strncasecmp(*h, "Content-Type:", 13) == 0)
-			has_ct = 1;
-		hl = curl_slist_append(hl, *h);
-	}
-	if (body && !has_ct)
-		hl = curl_slist_append(hl, "Content-Type: application/json");
-	hl = curl_slist_append(hl, "Expect:");
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	CURLcode rc = curl_easy_perform(c);
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(hl);
-	curl_easy_cleanup(c);
-	r->body = sink.buf ? sink.buf : gwb_strdup("");
-	r->body_len = sink.len;
-	if (r->body_len)
-		r->json = json_loadb(r->body, r->body_len, 0, NULL);
-	return rc == CURLE_OK ? 0 : -1;
+	struct httpc_req req = { .method = method, .url = url, .token = token, .body = body,
+				 .body_len = body ? strlen(body) : 0, .headers = headers };
+	struct httpc_resp hr;
+	int rc = httpc_request(&req, &hr);
+	/* The answer's buffers move into r: h_resp_free frees them. */
+	r->status = hr.status;
+	r->body = hr.body;
+	r->body_len = hr.body_len;
+	r->json = hr.json;
+	memcpy(r->headers, hr.headers, sizeof r->headers);
+	return rc == 0 ? 0 : -1;
 }
 
 void h_req(struct h_resp *r, const char *method, const char *base, const char *path,
@@ -587,23 +521,10 @@ void h_req(struct h_resp *r, const char *method, const char *base, const char *p
 const char *h_header(const struct h_resp *r, const char *name)
 {
 	static char val[1024];
-	size_t nl = strlen(name);
-	for (const char *p = r->headers; *p;) {
-		const char *eol = strstr(p, "\r\n");
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-		if (len > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
-			const char *v = p + nl + 1;
-			while (*v == ' ')
-				v++;
-			size_t vl = len - (size_t)(v - p);
-			snprintf(val, sizeof val, "%.*s", (int)vl, v);
-			return val;
-		}
-		if (!eol)
-			break;
-		p = eol + 2;
-	}
-	return NULL;
+	struct httpc_resp hr;
+	memset(&hr, 0, sizeof hr);
+	memcpy(hr.headers, r->headers, sizeof hr.headers);
+	return httpc_header(&hr, name, val, sizeof val);
 }
 
 void h_resp_free(struct h_resp *r)

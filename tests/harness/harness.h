@@ -1,6 +1,6 @@
 /* Integration-test harness: starts the real binaries (redis-server, gwb-server, kubesim) on
  * loopback or Unix sockets in a per-case temp folder, stops them by PID, and speaks HTTP to them
- * with libcurl. Everything a case starts is also killed with its process group when it ends. */
+ * with lib/httpc. Everything a case starts is also killed with its process group when it ends. */
 #ifndef GWB_HARNESS_H
 #define GWB_HARNESS_H
 

@@ -1,182 +1,239 @@
 /* gwbctl: the command-line client of gpu-workbench. Every command but `intents` speaks the HTTP
- * API (blocking libcurl: a CLI has no event loop to keep free); `intents` reads the Redis
- * stream directly (synchronous hiredis) and decodes each msgpack body. Output is JSON on
- * stdout; errors go to stderr with a non-zero exit: 1 for a refused or failed request, 2 for
- * a usage error. */
-#include <curl/curl.h>
+ * API through lib/httpc (blocking: a CLI has no event loop to keep free); `intents` reads the
+ * Redis stream directly. Answers are shown as text for people (on a terminal), as the whole JSON
+ * body (when stdout is not a terminal, or -o json), or as names only (-o name, -q). Errors go to
+ * stderr with exit 1 for a refused or failed request and 2 for a usage error. */
 #include <errno.h>
-#include <hiredis/hiredis.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <unistd.h>
 
+#include "lib/addr.h"
 #include "lib/alloc.h"
-#include "lib/jsonx.h"
-#include "queue/codec.h"
-#include "queue/conn.h"
+#include "lib/httpc.h"
+#include "tools/gwbctl/intents.h"
+#include "tools/gwbctl/show.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
-/* An API answer larger than this is refused: no list page comes near it. */
-#define BODY_MAX (16 << 20)
-#define INTENTS_MAX 10000
+#define MAX_POS 4
+/* The API's largest page (server/api_tasks.c LIST_LIMIT_MAX). */
+#define PAGE_MAX 500
+/* list --active and cancel --all stop after this many tasks (then say so). */
+#define ACTIVE_MAX 10000
 
 static const char usage_text[] =
-	"usage: gwbctl [--url URL] [--token TOKEN] [--redis URL] [--prefix P] COMMAND ...\n"
+	"usage: gwbctl [--url URL] [--token TOKEN] [--redis URL] [--prefix P] [-o text|json|name]\n"
+	"              COMMAND ...\n"
 	"\n"
 	"  submit --team T --mem MIB --core PCT [--count N] [--duration S] [--qos LS|BE]\n"
 	"         [--experiment normal|overlimit] [--name NAME] [--key IDEMPOTENCY_KEY]\n"
 	"  get ID                      one task\n"
 	"  list [--team T] [--state S] [--limit N] [--cursor C]\n"
+	"  list --active [--team T] [--limit N]\n"
+	"                              every task that holds quota (queued, creating, pending,\n"
+	"                              running, unknown, cancelling)\n"
 	"  cancel ID                   request the cancel of a task (idempotent)\n"
+	"  cancel --all --team T --yes cancel every active task of team T\n"
+	"  events ID                   a task's history\n"
+	"  devices                     every card: health, memory and core used/total, tasks\n"
 	"  teams [TEAM]                quotas and reservations\n"
+	"  teams set TEAM --mem MIB --core PCT [--token T]\n"
+	"                              (admin) create or change a team's quota and token\n"
 	"  intents [--count N] [--dead]\n"
 	"                              the last N entries of the intent stream (or its\n"
-	"                              dead-letter stream) read from Redis: fields, pending\n"
-	"                              state, delivery count, idle time and decoded body\n"
+	"                              dead-letter stream) read from Redis, as JSON\n"
 	"\n"
-	"Defaults come from GWB_URL (http://127.0.0.1:8080), GWB_TOKEN, GWB_REDIS and\n"
-	"GWB_QUEUE_PREFIX (gwb).\n";
+	"Output: -o text (status line and summary; the default on a terminal), -o json (the whole\n"
+	"body; the default when stdout is not a terminal), -o name or -q (only the ids).\n"
+	"Global flags may come before or after the command; after it, a command's own flag of\n"
+	"the same name wins (teams set --token). Defaults come from GWB_URL\n"
+	"(http://127.0.0.1:8080), GWB_TOKEN, GWB_REDIS and GWB_QUEUE_PREFIX (gwb).\n";
+
+/* The states that hold quota: list --active shows them, cancel --all cancels all but the last. */
+static const char *const active_states[] = { "queued",  "creating", "pending",
+					     "running", "unknown",  "cancelling" };
+#define NACTIVE (sizeof active_states / sizeof active_states[0])
 
 struct opts {
 	const char *url, *token, *redis, *prefix;
+	const char *url_src, *redis_src; /* where each came from, for refusals */
+	const char *output;              /* NULL: by terminal */
+	enum show_mode mode;
+	int batch;                       /* cancel --all: stdout holds one document at the end */
+	struct httpc *http;
 };
 
-static int usage(const char *why)
+/* One flag of a command: "--name VALUE" (or "--name=VALUE") when takes_value, else "--name". */
+struct flag {
+	const char *name;
+	int takes_value;
+	const char *value; /* after parsing: the value, or "" for a switch that was given */
+};
+
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...)
 {
-	if (why)
-		fprintf(stderr, "gwbctl: %s\n\n", why);
-	fputs(usage_text, stderr);
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gwbctl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n(gwbctl --help lists the commands)\n", stderr);
 	return EXIT_USAGE;
 }
 
-/* Takes "--name value" or "--name=value" at argv[*i]. Returns the value, or NULL when argv[*i]
- * is not --name; *bad is set when --name has no value. */
-static const char *flag(int argc, char **argv, int *i, const char *name, int *bad)
+/* Matches argv[*i] against "--name", "--name=V" or "--name V". Returns 1 and sets *val (NULL
+ * for a switch), 0 when it is not this flag, -1 when a value is missing or a switch has one. */
+static int match(int argc, char **argv, int *i, const char *name, int takes_value,
+		 const char **val)
 {
-	size_t n = strlen(name);
 	const char *a = argv[*i];
+	size_t n = strlen(name);
 	if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0)
-		return NULL;
-	if (a[2 + n] == '=')
-		return a + 3 + n;
-	if (a[2 + n] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*bad = 1;
-		return NULL;
+		return 0;
+	const char *rest = a + 2 + n;
+	if (*rest != '\0' && *rest != '=')
+		return 0;
+	*val = NULL;
+	if (!takes_value)
+		return *rest ? -1 : 1;
+	if (*rest == '=') {
+		*val = rest + 1;
+		return 1;
 	}
-	return argv[++*i];
+	if (*i + 1 >= argc)
+		return -1;
+	*val = argv[++*i];
+	return 1;
 }
 
-static int parse_long(const char *s, long min, long max, long *out)
+/* The global flags, wherever they appear. Returns 1 when argv[*i] was one, 0 when not, or the
+ * exit code of a usage error (as a negative number). */
+static int global_flag(struct opts *o, int argc, char **argv, int *i)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return -1;
-	*out = v;
+	static const char *const names[] = { "url", "token", "redis", "prefix", "output" };
+	const char *a = argv[*i], *v;
+	if (strcmp(a, "-q") == 0) {
+		o->output = "name";
+		return 1;
+	}
+	if (strcmp(a, "-o") == 0) {
+		if (*i + 1 >= argc)
+			return -usage("-o needs a value (text, json or name)");
+		o->output = argv[++*i];
+		return 1;
+	}
+	if (strncmp(a, "-o", 2) == 0 && a[2] != '-') {
+		o->output = a[2] == '=' ? a + 3 : a + 2;
+		return 1;
+	}
+	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+		int m = match(argc, argv, i, names[k], 1, &v);
+		if (m < 0)
+			return -usage("--%s needs a value", names[k]);
+		if (m == 0)
+			continue;
+		if (k == 0) {
+			o->url = v;
+			o->url_src = "--url";
+		} else if (k == 1) {
+			o->token = v;
+		} else if (k == 2) {
+			o->redis = v;
+			o->redis_src = "--redis";
+		} else if (k == 3) {
+			o->prefix = v;
+		} else {
+			o->output = v;
+		}
+		return 1;
+	}
 	return 0;
 }
 
-static void print_json(const json_t *v)
+/* Parses a command's arguments: its flags first, then the global ones, the rest positional
+ * (at most maxpos). Then checks the addresses and settles the output mode. Returns 0 or a
+ * usage exit code (after the message). */
+static int parse(struct opts *o, const char *cmd, int argc, char **argv, struct flag *flags,
+		 const char **pos, int maxpos, int *npos)
 {
-	char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
-	if (s) {
-		puts(s);
-		gwb_free(s); /* jansson allocates through the wrapper (gwb_alloc_init) */
+	*npos = 0;
+	for (int i = 0; i < argc; i++) {
+		int done = 0;
+		for (struct flag *f = flags; f && f->name && !done; f++) {
+			const char *v;
+			int m = match(argc, argv, &i, f->name, f->takes_value, &v);
+			if (m < 0)
+				return f->takes_value ? usage("%s: --%s needs a value", cmd, f->name)
+						      : usage("%s: --%s takes no value", cmd, f->name);
+			if (m > 0) {
+				f->value = v ? v : "";
+				done = 1;
+			}
+		}
+		if (done)
+			continue;
+		int g = global_flag(o, argc, argv, &i);
+		if (g < 0)
+			return -g;
+		if (g > 0)
+			continue;
+		if (argv[i][0] == '-' && argv[i][1] != '\0')
+			return usage("%s: unknown flag %s", cmd, argv[i]);
+		if (*npos >= maxpos)
+			return usage("%s: unexpected argument '%s'", cmd, argv[i]);
+		pos[(*npos)++] = argv[i];
 	}
+	struct addr ad;
+	char why[200];
+	if (addr_parse(o->url, ADDR_F_HTTP, &ad, why, sizeof why) < 0) {
+		fprintf(stderr, "gwbctl: %s: %s\n", o->url_src, why);
+		return EXIT_USAGE;
+	}
+	if (o->redis && o->redis[0] &&
+	    addr_parse(o->redis, ADDR_F_REDIS | ADDR_F_UNIX, &ad, why, sizeof why) < 0) {
+		fprintf(stderr, "gwbctl: %s: %s\n", o->redis_src, why);
+		return EXIT_USAGE;
+	}
+	if (!o->output)
+		o->mode = isatty(STDOUT_FILENO) ? SHOW_TEXT : SHOW_JSON;
+	else if (show_mode_parse(o->output, &o->mode) < 0)
+		return usage("-o must be text, json or name, not '%s'", o->output);
+	return 0;
 }
 
-/* ---- HTTP ---- */
-
-struct sink {
-	char *buf;
-	size_t len;
-	int overflow;
-};
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
+static const char *flag_val(const struct flag *flags, const char *name)
 {
-	struct sink *s = arg;
-	size_t add = size * n;
-	if (s->len + add > BODY_MAX) {
-		s->overflow = 1;
+	for (const struct flag *f = flags; f->name; f++)
+		if (strcmp(f->name, name) == 0)
+			return f->value;
+	return NULL;
+}
+
+/* Reads --name's value as an integer in [min, max] into *out (untouched when absent). Returns
+ * 0, or the usage exit code naming the flag. */
+static int int_flag(const struct flag *flags, const char *cmd, const char *name, long min,
+		    long max, long *out)
+{
+	const char *s = flag_val(flags, name);
+	if (!s)
 		return 0;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max) {
+		char range[64];
+		snprintf(range, sizeof range, "from %ld to %ld", min, max);
+		fprintf(stderr, "gwbctl: %s: --%s must be a whole number %s, not '%s'\n", cmd, name,
+			range, s);
+		return EXIT_USAGE;
 	}
-	s->buf = gwb_realloc(s->buf, s->len + add + 1);
-	memcpy(s->buf + s->len, data, add);
-	s->len += add;
-	s->buf[s->len] = '\0';
-	return add;
-}
-
-/* One request. Prints the JSON answer (2xx) or the error (otherwise). Returns the exit code. */
-static int http(const struct opts *o, const char *method, const char *path, const json_t *body,
-		const char *idem_key)
-{
-	char url[2048], auth[600], key[200];
-	snprintf(url, sizeof url, "%s%s", o->url, path);
-	CURL *c = curl_easy_init();
-	struct curl_slist *hl = NULL;
-	if (o->token && o->token[0]) {
-		snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->token);
-		hl = curl_slist_append(hl, auth);
-	}
-	if (idem_key) {
-		snprintf(key, sizeof key, "Idempotency-Key: %s", idem_key);
-		hl = curl_slist_append(hl, key);
-	}
-	char *payload = NULL;
-	if (body) {
-		payload = jx_dump(body);
-		hl = curl_slist_append(hl, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
-	} else if (strcmp(method, "POST") == 0) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
-	}
-	hl = curl_slist_append(hl, "Expect:");
-	struct sink sink = { 0 };
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	CURLcode rc = curl_easy_perform(c);
-	long status = 0;
-	if (rc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hl);
-	curl_easy_cleanup(c);
-	gwb_free(payload);
-	int code = EXIT_FAIL;
-	json_t *ans = sink.buf ? json_loadb(sink.buf, sink.len, 0, NULL) : NULL;
-	if (rc != CURLE_OK) {
-		fprintf(stderr, "gwbctl: %s %s: %s\n", method, url,
-			sink.overflow ? "answer too large" : curl_easy_strerror(rc));
-	} else if (status >= 200 && status < 300) {
-		if (ans)
-			print_json(ans);
-		code = 0;
-	} else {
-		json_t *e = json_object_get(ans, "error");
-		const char *ec = json_string_value(json_object_get(e, "code"));
-		const char *em = json_string_value(json_object_get(e, "message"));
-		fprintf(stderr, "gwbctl: %s %s: HTTP %ld %s: %s\n", method, path, status,
-			ec ? ec : "error", em ? em : (sink.buf ? sink.buf : ""));
-		if (e)
-			print_json(ans);
-	}
-	json_decref(ans);
-	gwb_free(sink.buf);
-	return code;
+	*out = v;
+	return 0;
 }
 
 /* Path segment check: ids and team names are URL-safe by the API's rules. */
@@ -190,313 +247,428 @@ static int url_safe(const char *s)
 	return 1;
 }
 
-static int cmd_submit(const struct opts *o, int argc, char **argv)
+/* ---- HTTP ---- */
+
+/* One request. On a 2xx answer returns 0 with r filled (the caller frees it). Otherwise prints
+ * the failure (stderr; in JSON mode the error body on stdout too), frees r and returns 1. */
+static int api(const struct opts *o, const char *method, const char *path, const json_t *body,
+	       const char *idem_key, struct httpc_resp *r)
 {
+	char url[2048], key[200];
+	size_t base = strlen(o->url);
+	while (base && o->url[base - 1] == '/') /* --url http://h:8080/ is http://h:8080 */
+		base--;
+	snprintf(url, sizeof url, "%.*s%s", (int)base, o->url, path);
+	const char *headers[2] = { NULL, NULL };
+	if (idem_key) {
+		snprintf(key, sizeof key, "Idempotency-Key: %s", idem_key);
+		headers[0] = key;
+	}
+	struct httpc_req req = { .method = method, .url = url, .json = body, .headers = headers,
+				 .token = o->token && o->token[0] ? o->token : NULL };
+	if (httpc_do(o->http, &req, r) != 0) {
+		fprintf(stderr, "gwbctl: %s %s: %s\n", method, url, r->error);
+		httpc_resp_free(r);
+		return EXIT_FAIL;
+	}
+	if (r->status >= 200 && r->status < 300)
+		return 0;
+	json_t *e = json_object_get(r->json, "error");
+	const char *ec = json_string_value(json_object_get(e, "code"));
+	const char *em = json_string_value(json_object_get(e, "message"));
+	fprintf(stderr, "gwbctl: %s %s: HTTP %ld %s: %s\n", method, path, r->status,
+		ec ? ec : "error", em ? em : r->body);
+	if (e && o->mode == SHOW_JSON && !o->batch) {
+		show_json(stdout, r->json);
+	} else if (json_object_size(e) > 2) {
+		/* The details beside code and message (requested, reserved, quota, field...). */
+		json_t *d = json_deep_copy(e);
+		json_object_del(d, "code");
+		json_object_del(d, "message");
+		char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+		fprintf(stderr, "gwbctl: details: %s\n", s ? s : "");
+		gwb_free(s);
+		json_decref(d);
+	}
+	httpc_resp_free(r);
+	return EXIT_FAIL;
+}
+
+/* GET path, then the answer shown by fn; the status line first in text mode. */
+static int get_show(const struct opts *o, const char *path,
+		    void (*fn)(FILE *, enum show_mode, const json_t *))
+{
+	struct httpc_resp r;
+	int rc = api(o, "GET", path, NULL, NULL, &r);
+	if (rc)
+		return rc;
+	if (o->mode == SHOW_TEXT)
+		show_status(stdout, r.status, 0);
+	fn(stdout, o->mode, r.json);
+	httpc_resp_free(&r);
+	return 0;
+}
+
+/* ---- commands ---- */
+
+static int cmd_submit(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "team", 1, NULL },     { "name", 1, NULL },  { "qos", 1, NULL },
+			    { "experiment", 1, NULL }, { "key", 1, NULL }, { "mem", 1, NULL },
+			    { "core", 1, NULL },      { "count", 1, NULL }, { "duration", 1, NULL },
+			    { NULL, 0, NULL } };
+	static const char *const ints[][2] = { { "mem", "gpu_memory_mib" },
+					       { "core", "gpu_core_percent" },
+					       { "count", "gpu_count" },
+					       { "duration", "duration_seconds" } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "submit", argc, argv, f, pos, 0, &npos);
+	if (rc)
+		return rc;
+	if (!flag_val(f, "team") || !flag_val(f, "mem") || !flag_val(f, "core")) {
+		char missing[64] = "";
+		static const char *const req[] = { "team", "mem", "core" };
+		for (int k = 0; k < 3; k++)
+			if (!flag_val(f, req[k]))
+				snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+					 " --%s", req[k]);
+		return usage("submit needs --team, --mem and --core (missing:%s)", missing);
+	}
 	json_t *b = json_object();
-	const char *key = NULL;
-	int bad = 0, rc;
-	static const char *const str_flags[] = { "team", "name", "qos", "experiment", NULL };
-	static const char *const int_flags[][2] = { { "mem", "gpu_memory_mib" },
-						    { "core", "gpu_core_percent" },
-						    { "count", "gpu_count" },
-						    { "duration", "duration_seconds" } };
-	for (int i = 0; i < argc; i++) {
-		const char *v;
-		int done = 0;
-		for (int k = 0; str_flags[k] && !done; k++)
-			if ((v = flag(argc, argv, &i, str_flags[k], &bad))) {
-				json_object_set_new(b, str_flags[k], json_string(v));
-				done = 1;
-			}
-		for (int k = 0; k < 4 && !done; k++)
-			if ((v = flag(argc, argv, &i, int_flags[k][0], &bad))) {
-				long x;
-				if (parse_long(v, 0, 1L << 40, &x)) {
-					json_decref(b);
-					return usage("submit: numbers must be non-negative integers");
-				}
-				json_object_set_new(b, int_flags[k][1], json_integer(x));
-				done = 1;
-			}
-		if (!done && (v = flag(argc, argv, &i, "key", &bad))) {
-			key = v;
-			done = 1;
-		}
-		if (!done || bad) {
+	for (int k = 0; k < 4; k++) {
+		const char *name = f[k].name;
+		if (f[k].value)
+			json_object_set_new(b, name, json_string(f[k].value));
+	}
+	for (size_t k = 0; k < 4; k++) {
+		long v = -1;
+		if ((rc = int_flag(f, "submit", ints[k][0], 0, 1L << 40, &v))) {
 			json_decref(b);
-			return usage(bad ? "submit: a flag needs a value" : "submit: unknown argument");
+			return rc;
 		}
+		if (v >= 0)
+			json_object_set_new(b, ints[k][1], json_integer(v));
 	}
-	if (!json_object_get(b, "team") || !json_object_get(b, "gpu_memory_mib") ||
-	    !json_object_get(b, "gpu_core_percent")) {
-		json_decref(b);
-		return usage("submit needs --team, --mem and --core");
-	}
-	rc = http(o, "POST", "/v1/tasks", b, key);
+	struct httpc_resp r;
+	rc = api(o, "POST", "/v1/tasks", b, flag_val(f, "key"), &r);
 	json_decref(b);
-	return rc;
+	if (rc)
+		return rc;
+	if (o->mode == SHOW_TEXT)
+		show_status(stdout, r.status, r.replayed);
+	show_task(stdout, o->mode, r.json);
+	httpc_resp_free(&r);
+	return 0;
 }
 
-static int cmd_list(const struct opts *o, int argc, char **argv)
+static int cmd_get_events(struct opts *o, const char *cmd, int argc, char **argv)
 {
-	char path[512] = "/v1/tasks";
-	size_t used = strlen(path);
-	int bad = 0;
-	for (int i = 0; i < argc; i++) {
-		static const char *const names[] = { "team", "state", "limit", "cursor", NULL };
-		const char *v = NULL;
-		int k = 0;
-		for (; names[k] && !(v = flag(argc, argv, &i, names[k], &bad)); k++)
-			;
-		if (!v || bad)
-			return usage(bad ? "list: a flag needs a value" : "list: unknown argument");
-		if (!url_safe(v))
-			return usage("list: values are lowercase letters, digits and '-'");
-		used += (size_t)snprintf(path + used, sizeof path - used, "%c%s=%s",
-					 used == strlen("/v1/tasks") ? '?' : '&', names[k], v);
-		if (used >= sizeof path)
-			return usage("list: arguments too long");
-	}
-	return http(o, "GET", path, NULL, NULL);
-}
-
-static int cmd_task(const struct opts *o, int argc, char **argv, const char *method,
-		    const char *suffix)
-{
-	if (argc != 1 || !url_safe(argv[0]))
-		return usage("expected one task id");
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, cmd, argc, argv, NULL, pos, 1, &npos);
+	if (rc)
+		return rc;
+	if (npos != 1 || !url_safe(pos[0]))
+		return usage("%s: expected one task id", cmd);
 	char path[160];
-	snprintf(path, sizeof path, "/v1/tasks/%s%s", argv[0], suffix);
-	return http(o, method, path, NULL, NULL);
+	snprintf(path, sizeof path, "/v1/tasks/%s%s", pos[0],
+		 strcmp(cmd, "events") == 0 ? "/events" : "");
+	return get_show(o, path, strcmp(cmd, "events") == 0 ? show_events : show_task);
 }
 
-static int cmd_teams(const struct opts *o, int argc, char **argv)
+/* Appends every task in state (of team, when not NULL) to out, page by page. */
+static int list_state(const struct opts *o, const char *team, const char *state, json_t *out)
 {
-	if (argc > 1 || (argc == 1 && !url_safe(argv[0])))
-		return usage("teams takes at most one team name");
-	char path[128];
-	snprintf(path, sizeof path, "/v1/teams%s%s", argc ? "/" : "", argc ? argv[0] : "");
-	return http(o, "GET", path, NULL, NULL);
+	char cursor[32] = "";
+	do {
+		char path[256];
+		snprintf(path, sizeof path, "/v1/tasks?state=%s&limit=%d%s%s%s%s", state, PAGE_MAX,
+			 team ? "&team=" : "", team ? team : "", cursor[0] ? "&cursor=" : "",
+			 cursor);
+		struct httpc_resp r;
+		int rc = api(o, "GET", path, NULL, NULL, &r);
+		if (rc)
+			return rc;
+		json_array_extend(out, json_object_get(r.json, "tasks"));
+		const char *next = json_string_value(json_object_get(r.json, "next_cursor"));
+		snprintf(cursor, sizeof cursor, "%s", next ? next : "");
+		httpc_resp_free(&r);
+	} while (cursor[0] && json_array_size(out) < ACTIVE_MAX);
+	return 0;
 }
 
-/* ---- intents, straight from Redis ---- */
-
-static redisContext *redis_open(const char *url)
+/* Newest first, as the API lists them. */
+static int newest_first(const void *a, const void *b)
 {
-	struct q_addr a;
-	char err[160];
-	if (!url || !url[0]) {
-		fprintf(stderr, "gwbctl: intents: set --redis or GWB_REDIS\n");
-		return NULL;
-	}
-	if (q_addr_parse(url, &a, err, sizeof err)) {
-		fprintf(stderr, "gwbctl: redis %s: %s\n", url, err);
-		return NULL;
-	}
-	struct timeval tv = { 5, 0 };
-	redisContext *c = a.is_unix ? redisConnectUnixWithTimeout(a.path, tv)
-				    : redisConnectWithTimeout(a.host, a.port, tv);
-	if (!c || c->err) {
-		fprintf(stderr, "gwbctl: redis %s: %s\n", url, c ? c->errstr : "out of memory");
-		redisFree(c);
-		return NULL;
-	}
-	redisSetTimeout(c, tv);
-	if (a.db) {
-		redisReply *r = redisCommand(c, "SELECT %d", a.db);
-		int ok = r && r->type != REDIS_REPLY_ERROR;
-		freeReplyObject(r);
-		if (!ok) {
-			fprintf(stderr, "gwbctl: redis %s: SELECT %d failed\n", url, a.db);
-			redisFree(c);
-			return NULL;
-		}
-	}
-	return c;
+	const json_t *x = *(const json_t *const *)a, *y = *(const json_t *const *)b;
+	const char *cx = json_string_value(json_object_get(x, "created_at"));
+	const char *cy = json_string_value(json_object_get(y, "created_at"));
+	int c = strcmp(cy ? cy : "", cx ? cx : "");
+	if (c)
+		return c;
+	const char *ix = json_string_value(json_object_get(x, "id"));
+	const char *iy = json_string_value(json_object_get(y, "id"));
+	return strcmp(iy ? iy : "", ix ? ix : "");
 }
 
-static json_t *fields_json(const redisReply *fv, const redisReply **body)
+/* Every task of team (or all teams) in the first nstates of active_states, newest first;
+ * *out is a new array. Returns 0 or the exit code of a failed request. */
+static int active_tasks(const struct opts *o, const char *team, size_t nstates, json_t **out)
 {
-	json_t *f = json_object();
-	*body = NULL;
-	for (size_t i = 0; fv && fv->type == REDIS_REPLY_ARRAY && i + 1 < fv->elements; i += 2) {
-		const redisReply *k = fv->element[i], *v = fv->element[i + 1];
-		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-			continue;
-		if (strcmp(k->str, "body") == 0) {
-			*body = v;
-			json_object_set_new(f, "body_bytes", json_integer((json_int_t)v->len));
-			continue;
+	json_t *all = json_array();
+	for (size_t i = 0; i < nstates; i++) {
+		int rc = list_state(o, team, active_states[i], all);
+		if (rc) {
+			json_decref(all);
+			return rc;
 		}
-		/* Field values are shown as text when they are valid UTF-8. */
-		json_t *s = json_stringn(v->str, v->len);
-		json_object_set_new(f, k->str, s ? s : json_string("(binary)"));
 	}
-	return f;
+	size_t n = json_array_size(all);
+	json_t **v = gwb_calloc(n ? n : 1, sizeof *v);
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(all, i));
+	qsort(v, n, sizeof *v, newest_first);
+	*out = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(*out, v[i]);
+	gwb_free(v);
+	json_decref(all);
+	return 0;
 }
 
-static json_t *groups_json(redisContext *c, const char *stream, struct q_id *delivered,
-			   int *has_group)
+static int cmd_list(struct opts *o, int argc, char **argv)
 {
-	json_t *arr = json_array();
-	*has_group = 0;
-	redisReply *g = redisCommand(c, "XINFO GROUPS %s", stream);
-	for (size_t i = 0; g && g->type == REDIS_REPLY_ARRAY && i < g->elements; i++) {
-		const redisReply *e = g->element[i];
-		json_t *o = json_object();
-		const char *name = NULL, *last = NULL;
-		for (size_t j = 0; e->type == REDIS_REPLY_ARRAY && j + 1 < e->elements; j += 2) {
-			const redisReply *k = e->element[j], *v = e->element[j + 1];
-			if (v->type == REDIS_REPLY_INTEGER)
-				json_object_set_new(o, k->str, json_integer(v->integer));
-			else if (v->type == REDIS_REPLY_STRING || v->type == REDIS_REPLY_STATUS)
-				json_object_set_new(o, k->str, json_string(v->str));
-			if (strcmp(k->str, "name") == 0 && v->str)
-				name = v->str;
-			if (strcmp(k->str, "last-delivered-id") == 0 && v->str)
-				last = v->str;
-		}
-		if (name && last && strcmp(name, Q_GROUP) == 0 && q_id_parse(last, delivered) == 0)
-			*has_group = 1;
-		json_array_append_new(arr, o);
+	struct flag f[] = { { "team", 1, NULL },  { "state", 1, NULL },  { "limit", 1, NULL },
+			    { "cursor", 1, NULL }, { "active", 0, NULL }, { NULL, 0, NULL } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "list", argc, argv, f, pos, 0, &npos);
+	if (rc)
+		return rc;
+	for (int k = 0; k < 4; k++)
+		if (f[k].value && !url_safe(f[k].value))
+			return usage("list: --%s takes lowercase letters, digits and '-', not '%s'",
+				     f[k].name, f[k].value);
+	long limit = 0;
+	if ((rc = int_flag(f, "list", "limit", 1, PAGE_MAX, &limit)))
+		return rc;
+	if (!flag_val(f, "active")) {
+		char path[512];
+		size_t used = (size_t)snprintf(path, sizeof path, "/v1/tasks");
+		for (int k = 0; k < 4; k++)
+			if (f[k].value)
+				used += (size_t)snprintf(path + used, sizeof path - used, "%c%s=%s",
+							 strchr(path, '?') ? '&' : '?', f[k].name,
+							 f[k].value);
+		return get_show(o, path, show_tasks);
 	}
-	freeReplyObject(g);
-	return arr;
-}
-
-static int cmd_intents(const struct opts *o, int argc, char **argv)
-{
-	long count = 20;
-	int dead = 0, bad = 0;
-	for (int i = 0; i < argc; i++) {
-		const char *v;
-		if ((v = flag(argc, argv, &i, "count", &bad))) {
-			if (parse_long(v, 1, INTENTS_MAX, &count))
-				return usage("intents: --count must be from 1 to 10000");
-		} else if (strcmp(argv[i], "--dead") == 0) {
-			dead = 1;
-		} else {
-			return usage(bad ? "intents: a flag needs a value" : "intents: unknown argument");
-		}
-	}
-	redisContext *c = redis_open(o->redis);
-	if (!c)
-		return EXIT_FAIL;
-	struct q_keys keys;
-	q_keys_init(&keys, o->prefix);
-	const char *stream = dead ? keys.dead : keys.stream;
-	redisReply *len = redisCommand(c, "XLEN %s", stream);
-	if (!len || len->type != REDIS_REPLY_INTEGER) {
-		fprintf(stderr, "gwbctl: XLEN %s: %s\n", stream,
-			len && len->str ? len->str : c->errstr);
-		freeReplyObject(len);
-		redisFree(c);
-		return EXIT_FAIL;
-	}
-	json_t *out = json_pack("{s:s, s:I}", "stream", stream, "length", (json_int_t)len->integer);
-	freeReplyObject(len);
-	struct q_id delivered = { 0, 0 };
-	int has_group = 0;
-	if (!dead)
-		json_object_set_new(out, "groups", groups_json(c, stream, &delivered, &has_group));
-	/* Pending entries of the group: who holds them, how long, how many deliveries. */
-	redisReply *pend = has_group ? redisCommand(c, "XPENDING %s %s - + %d", stream, Q_GROUP,
-						    INTENTS_MAX)
-				     : NULL;
-	redisReply *x = redisCommand(c, "XREVRANGE %s + - COUNT %ld", stream, count);
-	json_t *entries = json_array();
-	for (size_t i = x && x->type == REDIS_REPLY_ARRAY ? x->elements : 0; i-- > 0;) {
-		const redisReply *e = x->element[i];
-		const redisReply *id = e->element[0], *body;
-		json_t *ent = json_object();
-		json_object_set_new(ent, "id", json_string(id->str));
-		json_object_set_new(ent, "fields", fields_json(e->element[1], &body));
-		if (!dead) {
-			const char *state = "new";
-			struct q_id eid;
-			if (has_group && q_id_parse(id->str, &eid) == 0 &&
-			    q_id_cmp(eid, delivered) <= 0)
-				state = "acknowledged";
-			for (size_t j = 0; pend && pend->type == REDIS_REPLY_ARRAY && j < pend->elements;
-			     j++) {
-				const redisReply *p = pend->element[j];
-				if (strcmp(p->element[0]->str, id->str) != 0)
-					continue;
-				state = "pending";
-				json_object_set_new(ent, "consumer", json_string(p->element[1]->str));
-				json_object_set_new(ent, "idle_ms", json_integer(p->element[2]->integer));
-				json_object_set_new(ent, "deliveries",
-						    json_integer(p->element[3]->integer));
-			}
-			json_object_set_new(ent, "state", json_string(has_group ? state : "no_group"));
-		}
-		if (body) {
-			struct q_intent in;
-			char err[160];
-			if (q_intent_decode(body->str, body->len, &in, err, sizeof err) == 0)
-				json_object_set_new(ent, "body", q_intent_json(&in));
-			else
-				json_object_set_new(ent, "body", json_pack("{s:s}", "error", err));
-		}
-		json_array_append_new(entries, ent);
-	}
-	json_object_set_new(out, "entries", entries);
-	freeReplyObject(pend);
-	freeReplyObject(x);
-	redisFree(c);
-	print_json(out);
+	if (flag_val(f, "state") || flag_val(f, "cursor"))
+		return usage("list: --active cannot be combined with %s",
+			     flag_val(f, "state") ? "--state" : "--cursor");
+	json_t *tasks;
+	if ((rc = active_tasks(o, flag_val(f, "team"), NACTIVE, &tasks)))
+		return rc;
+	while (limit && json_array_size(tasks) > (size_t)limit)
+		json_array_remove(tasks, json_array_size(tasks) - 1);
+	json_t *out = json_pack("{s:o, s:n}", "tasks", tasks, "next_cursor");
+	if (o->mode == SHOW_TEXT)
+		show_status(stdout, 200, 0);
+	show_tasks(stdout, o->mode, out);
 	json_decref(out);
 	return 0;
+}
+
+static int cancel_one(const struct opts *o, const char *id, json_t *collect)
+{
+	char path[160];
+	snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
+	struct httpc_resp r;
+	int rc = api(o, "POST", path, NULL, NULL, &r);
+	if (rc)
+		return rc;
+	if (collect) {
+		json_array_append(collect, r.json);
+		if (o->mode == SHOW_TEXT)
+			printf("%ld %s %s (%s)\n", r.status, id,
+			       json_string_value(json_object_get(r.json, "state")),
+			       json_string_value(json_object_get(r.json, "cancel")));
+		else if (o->mode == SHOW_NAME)
+			printf("%s\n", id);
+	} else {
+		if (o->mode == SHOW_TEXT)
+			show_status(stdout, r.status, 0);
+		show_task(stdout, o->mode, r.json);
+	}
+	httpc_resp_free(&r);
+	return 0;
+}
+
+static int cmd_cancel(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "all", 0, NULL }, { "team", 1, NULL }, { "yes", 0, NULL },
+			    { NULL, 0, NULL } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "cancel", argc, argv, f, pos, 1, &npos);
+	if (rc)
+		return rc;
+	if (!flag_val(f, "all")) {
+		if (flag_val(f, "team") || flag_val(f, "yes"))
+			return usage("cancel: %s goes with --all",
+				     flag_val(f, "team") ? "--team" : "--yes");
+		if (npos != 1 || !url_safe(pos[0]))
+			return usage("cancel: expected one task id (or --all --team T --yes)");
+		return cancel_one(o, pos[0], NULL);
+	}
+	const char *team = flag_val(f, "team");
+	if (npos)
+		return usage("cancel: --all takes no task id, got '%s'", pos[0]);
+	if (!team || !url_safe(team))
+		return usage("cancel: --all needs --team T (a team name)");
+	if (!flag_val(f, "yes"))
+		return usage("cancel: --all cancels every active task of team %s; add --yes to "
+			     "confirm",
+			     team);
+	json_t *tasks;
+	/* cancelling (the last active state) is already what this asks for. */
+	if ((rc = active_tasks(o, team, NACTIVE - 1, &tasks)))
+		return rc;
+	json_t *done = json_array();
+	int failed = 0;
+	o->batch = 1;
+	const json_t *t;
+	size_t i;
+	json_array_foreach(tasks, i, t)
+		failed |= cancel_one(o, json_string_value(json_object_get(t, "id")), done) != 0;
+	if (o->mode == SHOW_JSON) {
+		json_t *out = json_pack("{s:s, s:O}", "team", team, "tasks", done);
+		show_json(stdout, out);
+		json_decref(out);
+	} else if (o->mode == SHOW_TEXT && json_array_size(tasks) == 0) {
+		printf("no active task to cancel in team %s\n", team);
+	}
+	json_decref(done);
+	json_decref(tasks);
+	return failed ? EXIT_FAIL : 0;
+}
+
+static int cmd_devices(struct opts *o, int argc, char **argv)
+{
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "devices", argc, argv, NULL, pos, 0, &npos);
+	return rc ? rc : get_show(o, "/v1/devices", show_devices);
+}
+
+static int cmd_teams_set(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "mem", 1, NULL }, { "core", 1, NULL }, { "token", 1, NULL },
+			    { NULL, 0, NULL } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "teams set", argc, argv, f, pos, 1, &npos);
+	if (rc)
+		return rc;
+	if (npos != 1 || !url_safe(pos[0]))
+		return usage("teams set: expected one team name");
+	if (!flag_val(f, "mem") || !flag_val(f, "core"))
+		return usage("teams set needs --mem and --core (missing: %s)",
+			     !flag_val(f, "mem") ? "--mem" : "--core");
+	long mem = 0, core = 0;
+	if ((rc = int_flag(f, "teams set", "mem", 0, 1L << 40, &mem)) ||
+	    (rc = int_flag(f, "teams set", "core", 0, 1L << 30, &core)))
+		return rc;
+	json_t *b = json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
+			      (json_int_t)core);
+	if (flag_val(f, "token"))
+		json_object_set_new(b, "token", json_string(flag_val(f, "token")));
+	char path[128];
+	snprintf(path, sizeof path, "/v1/teams/%s", pos[0]);
+	struct httpc_resp r;
+	rc = api(o, "PUT", path, b, NULL, &r);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (o->mode == SHOW_TEXT)
+		show_status(stdout, r.status, 0);
+	show_teams(stdout, o->mode, r.json);
+	httpc_resp_free(&r);
+	return 0;
+}
+
+static int cmd_teams(struct opts *o, int argc, char **argv)
+{
+	if (argc && strcmp(argv[0], "set") == 0)
+		return cmd_teams_set(o, argc - 1, argv + 1);
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "teams", argc, argv, NULL, pos, 1, &npos);
+	if (rc)
+		return rc;
+	if (npos == 1 && !url_safe(pos[0]))
+		return usage("teams: '%s' is not a team name", pos[0]);
+	char path[128];
+	snprintf(path, sizeof path, "/v1/teams%s%s", npos ? "/" : "", npos ? pos[0] : "");
+	return get_show(o, path, show_teams);
+}
+
+static int cmd_intents(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "count", 1, NULL }, { "dead", 0, NULL }, { NULL, 0, NULL } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "intents", argc, argv, f, pos, 0, &npos);
+	if (rc)
+		return rc;
+	long count = 20;
+	if ((rc = int_flag(f, "intents", "count", 1, 10000, &count)))
+		return rc;
+	return intents_show(o->redis, o->prefix, count, flag_val(f, "dead") != NULL);
 }
 
 int main(int argc, char **argv)
 {
 	gwb_alloc_init();
 	struct opts o = { getenv("GWB_URL"), getenv("GWB_TOKEN"), getenv("GWB_REDIS"),
-			  getenv("GWB_QUEUE_PREFIX") };
+			  getenv("GWB_QUEUE_PREFIX"), "GWB_URL", "GWB_REDIS", NULL, SHOW_JSON,
+			  0, NULL };
 	if (!o.url || !o.url[0])
 		o.url = "http://127.0.0.1:8080";
 	if (!o.prefix || !o.prefix[0])
 		o.prefix = "gwb";
-	int i = 1, bad = 0;
-	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
-		const char *v;
-		if (strcmp(argv[i], "--help") == 0) {
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(usage_text, stdout);
 			return 0;
 		}
-		if ((v = flag(argc, argv, &i, "url", &bad)))
-			o.url = v;
-		else if ((v = flag(argc, argv, &i, "token", &bad)))
-			o.token = v;
-		else if ((v = flag(argc, argv, &i, "redis", &bad)))
-			o.redis = v;
-		else if ((v = flag(argc, argv, &i, "prefix", &bad)))
-			o.prefix = v;
-		else
-			return usage(bad ? "a flag needs a value" : "unknown option");
+		int g = global_flag(&o, argc, argv, &i);
+		if (g < 0)
+			return -g;
+		if (g == 0)
+			return usage("unknown flag %s", argv[i]);
 	}
 	if (i >= argc)
 		return usage("no command");
 	const char *cmd = argv[i++];
 	int n = argc - i;
 	char **rest = argv + i;
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	for (int k = 0; k < n; k++)
+		if (strcmp(rest[k], "--help") == 0) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+	o.http = httpc_new();
 	int rc;
 	if (strcmp(cmd, "submit") == 0)
 		rc = cmd_submit(&o, n, rest);
-	else if (strcmp(cmd, "get") == 0)
-		rc = cmd_task(&o, n, rest, "GET", "");
+	else if (strcmp(cmd, "get") == 0 || strcmp(cmd, "events") == 0)
+		rc = cmd_get_events(&o, cmd, n, rest);
 	else if (strcmp(cmd, "list") == 0)
 		rc = cmd_list(&o, n, rest);
 	else if (strcmp(cmd, "cancel") == 0)
-		rc = cmd_task(&o, n, rest, "POST", "/cancel");
+		rc = cmd_cancel(&o, n, rest);
+	else if (strcmp(cmd, "devices") == 0)
+		rc = cmd_devices(&o, n, rest);
 	else if (strcmp(cmd, "teams") == 0)
 		rc = cmd_teams(&o, n, rest);
 	else if (strcmp(cmd, "intents") == 0)
 		rc = cmd_intents(&o, n, rest);
 	else
-		rc = usage("unknown command");
-	curl_global_cleanup();
+		rc = usage("unknown command '%s'", cmd);
+	httpc_free(o.http);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "lib/addr.h"
 #include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -297,23 +298,13 @@ void http_free(struct http *hp)
 
 static int split_hostport(const char *hp, char *host, size_t hlen, int *port)
 {
-	const char *colon = strrchr(hp, ':');
-	if (!colon)
+	struct addr a;
+	char why[160];
+	if (addr_parse(hp, ADDR_F_HOSTPORT | ADDR_F_PORT0, &a, why, sizeof why) < 0 ||
+	    strlen(a.host) >= hlen)
 		return GWB_EINVAL;
-	size_t n = (size_t)(colon - hp);
-	if (hp[0] == '[' && n >= 2 && hp[n - 1] == ']') {
-		hp++;
-		n -= 2;
-	}
-	if (n == 0 || n >= hlen)
-		return GWB_EINVAL;
-	memcpy(host, hp, n);
-	host[n] = '\0';
-	char *end;
-	long p = strtol(colon + 1, &end, 10);
-	if (*end || p < 0 || p > 65535 || colon[1] == '\0')
-		return GWB_EINVAL;
-	*port = (int)p;
+	memcpy(host, a.host, strlen(a.host) + 1);
+	*port = a.port;
 	return 0;
 }
 

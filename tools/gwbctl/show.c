@@ -1,0 +1,267 @@
+/* gwbctl's renderings of API answers: text summaries, whole JSON, names. */
+#include "tools/gwbctl/show.h"
+
+#include <string.h>
+
+#include "lib/alloc.h"
+
+static const char *str(const json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s && s[0] ? s : "-";
+}
+
+static long long num(const json_t *o, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(o, k));
+}
+
+int show_mode_parse(const char *s, enum show_mode *m)
+{
+	if (strcmp(s, "text") == 0)
+		*m = SHOW_TEXT;
+	else if (strcmp(s, "json") == 0)
+		*m = SHOW_JSON;
+	else if (strcmp(s, "name") == 0)
+		*m = SHOW_NAME;
+	else
+		return -1;
+	return 0;
+}
+
+void show_json(FILE *out, const json_t *v)
+{
+	char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	if (s) {
+		fprintf(out, "%s\n", s);
+		gwb_free(s); /* jansson allocates through the wrapper (gwb_alloc_init) */
+	}
+}
+
+static const char *status_text(long status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
+	default: return "";
+	}
+}
+
+void show_status(FILE *out, long status, int replayed)
+{
+	fprintf(out, "%ld %s%s\n", status, status_text(status),
+		replayed ? " (idempotent replay: the same task as before)" : "");
+}
+
+/* "0,1 on colima-gwb" from the allocation's cards and the Pod's node, or "-". */
+static void card_text(const json_t *task, char *buf, size_t len)
+{
+	const json_t *cards = json_object_get(json_object_get(task, "allocation"), "cards");
+	size_t used = 0, i;
+	const json_t *c;
+	buf[0] = '\0';
+	json_array_foreach(cards, i, c)
+	{
+		if (used < len)
+			used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
+						 num(c, "minor"));
+	}
+	if (!used) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	const char *node = json_string_value(json_object_get(json_object_get(task, "pod"), "node"));
+	if (node && used < len)
+		snprintf(buf + used, len - used, " on %s", node);
+}
+
+static void resv_text(const json_t *task, char *buf, size_t len)
+{
+	const json_t *r = json_object_get(task, "reservation");
+	if (!r) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	int released = json_is_true(json_object_get(r, "released"));
+	const char *why = json_string_value(json_object_get(r, "release_reason"));
+	snprintf(buf, len, "%lld MiB, %lld%% core, %s%s%s", num(r, "gpu_memory_mib"),
+		 num(r, "gpu_core_percent"), released ? "released" : "held",
+		 released && why ? ": " : "", released && why ? why : "");
+}
+
+void show_task(FILE *out, enum show_mode m, const json_t *task)
+{
+	if (m == SHOW_JSON) {
+		show_json(out, task);
+		return;
+	}
+	if (m == SHOW_NAME) {
+		fprintf(out, "%s\n", str(task, "id"));
+		return;
+	}
+	char card[128], resv[160];
+	card_text(task, card, sizeof card);
+	resv_text(task, resv, sizeof resv);
+	fprintf(out, "id           %s\n", str(task, "id"));
+	fprintf(out, "team         %s\n", str(task, "team"));
+	fprintf(out, "state        %s\n", str(task, "state"));
+	fprintf(out, "reason       %s\n", str(task, "reason"));
+	fprintf(out, "reservation  %s\n", resv);
+	fprintf(out, "card         %s\n", card);
+	const json_t *pending = json_object_get(task, "pending");
+	if (json_is_object(pending)) {
+		const json_t *d = json_object_get(pending, "diagnosis");
+		const char *msg = json_string_value(json_object_get(d, "message"));
+		if (!msg)
+			msg = json_string_value(json_object_get(pending, "scheduler_message"));
+		fprintf(out, "pending      %s%s%s\n", str(d, "kind"), msg ? ": " : "",
+			msg ? msg : "");
+	}
+	if (json_is_string(json_object_get(task, "cancel")))
+		fprintf(out, "cancel       %s\n", str(task, "cancel"));
+}
+
+void show_tasks(FILE *out, enum show_mode m, const json_t *list)
+{
+	const json_t *tasks = json_object_get(list, "tasks"), *t;
+	size_t i;
+	if (m == SHOW_JSON) {
+		show_json(out, list);
+		return;
+	}
+	if (m == SHOW_NAME) {
+		json_array_foreach(tasks, i, t)
+			fprintf(out, "%s\n", str(t, "id"));
+		return;
+	}
+	fprintf(out, "%-16s %-12s %-10s %7s %5s %-16s %-14s %s\n", "ID", "TEAM", "STATE", "MEM", "CORE",
+		"CARD", "NAME", "REASON");
+	json_array_foreach(tasks, i, t)
+	{
+		char card[128];
+		const json_t *req = json_object_get(t, "request");
+		card_text(t, card, sizeof card);
+		fprintf(out, "%-16s %-12s %-10s %7lld %4lld%% %-16s %-14s %s\n", str(t, "id"),
+			str(t, "team"), str(t, "state"), num(req, "gpu_memory_mib"),
+			num(req, "gpu_core_percent"), card, str(t, "name"), str(t, "reason"));
+	}
+	if (json_array_size(tasks) == 0)
+		fprintf(out, "(no tasks)\n");
+	if (json_is_string(json_object_get(list, "next_cursor")))
+		fprintf(out, "more: --cursor %s\n", str(list, "next_cursor"));
+}
+
+void show_events(FILE *out, enum show_mode m, const json_t *ev)
+{
+	if (m == SHOW_JSON) {
+		show_json(out, ev);
+		return;
+	}
+	if (m == SHOW_NAME) {
+		fprintf(out, "%s\n", str(ev, "task"));
+		return;
+	}
+	const json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(ev, "events"), i, e)
+	{
+		char change[64] = "";
+		if (json_is_string(json_object_get(e, "to")))
+			snprintf(change, sizeof change, " %s -> %s", str(e, "from"), str(e, "to"));
+		const json_t *d = json_object_get(e, "detail");
+		char *detail = json_is_null(d) || !d ? NULL : json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+		fprintf(out, "%-24s %-22s%s%s%s\n", str(e, "ts"), str(e, "type"), change,
+			detail ? "  " : "", detail ? detail : "");
+		gwb_free(detail);
+	}
+}
+
+void show_devices(FILE *out, enum show_mode m, const json_t *dev)
+{
+	const json_t *cards = json_object_get(dev, "cards"), *c;
+	size_t i;
+	if (m == SHOW_JSON) {
+		show_json(out, dev);
+		return;
+	}
+	if (m == SHOW_NAME) {
+		json_array_foreach(cards, i, c)
+			fprintf(out, "%s/%lld\n", str(c, "node"), num(c, "minor"));
+		return;
+	}
+	fprintf(out, "%-14s %5s %-10s %-17s %-11s %s\n", "NODE", "MINOR", "HEALTH", "MEMORY MiB",
+		"CORE %", "TASKS");
+	json_array_foreach(cards, i, c)
+	{
+		const json_t *tot = json_object_get(c, "total"), *al = json_object_get(c, "allocated");
+		char mem[40], core[32], tasks[512] = "";
+		snprintf(mem, sizeof mem, "%lld/%lld", num(al, "gpu_memory_mib"),
+			 num(tot, "gpu_memory_mib"));
+		snprintf(core, sizeof core, "%lld/%lld", num(al, "gpu_core_percent"),
+			 num(tot, "gpu_core_percent"));
+		size_t used = 0, k;
+		const json_t *t;
+		json_array_foreach(json_object_get(c, "tasks"), k, t)
+		{
+			if (used < sizeof tasks)
+				used += (size_t)snprintf(tasks + used, sizeof tasks - used, "%s%s",
+							 k ? "," : "", str(t, "task"));
+		}
+		int healthy = json_is_true(json_object_get(c, "healthy"));
+		fprintf(out, "%-14s %5lld %-10s %-17s %-11s %s\n", str(c, "node"), num(c, "minor"),
+			healthy ? "healthy" : "unhealthy", mem, core, used ? tasks : "-");
+	}
+	if (json_array_size(cards) == 0)
+		fprintf(out, "(no cards)\n");
+	if (json_is_false(json_object_get(dev, "fresh")))
+		fprintf(out, "note: the cluster picture is stale (fresh: false)\n");
+}
+
+static void team_line(FILE *out, const json_t *t)
+{
+	const json_t *q = json_object_get(t, "quota"), *r = json_object_get(t, "reserved");
+	const json_t *a = json_object_get(t, "available");
+	char quota[48], resv[48], avail[48];
+	snprintf(quota, sizeof quota, "%lld/%lld%%", num(q, "gpu_memory_mib"),
+		 num(q, "gpu_core_percent"));
+	snprintf(resv, sizeof resv, "%lld/%lld%%", num(r, "gpu_memory_mib"),
+		 num(r, "gpu_core_percent"));
+	snprintf(avail, sizeof avail, "%lld/%lld%%", num(a, "gpu_memory_mib"),
+		 num(a, "gpu_core_percent"));
+	fprintf(out, "%-14s %-16s %-16s %-16s %6lld\n", str(t, "team"), quota, resv, avail,
+		num(t, "active_tasks"));
+}
+
+void show_teams(FILE *out, enum show_mode m, const json_t *teams)
+{
+	const json_t *arr = json_object_get(teams, "teams"), *t;
+	size_t i;
+	if (m == SHOW_JSON) {
+		show_json(out, teams);
+		return;
+	}
+	if (m == SHOW_NAME) {
+		if (!arr)
+			fprintf(out, "%s\n", str(teams, "team"));
+		json_array_foreach(arr, i, t)
+			fprintf(out, "%s\n", str(t, "team"));
+		return;
+	}
+	fprintf(out, "%-14s %-16s %-16s %-16s %6s\n", "TEAM", "QUOTA MiB/CORE", "RESERVED",
+		"AVAILABLE", "ACTIVE");
+	if (!arr)
+		team_line(out, teams);
+	json_array_foreach(arr, i, t)
+		team_line(out, t);
+}
