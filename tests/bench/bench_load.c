@@ -115,10 +115,13 @@ static void report(const json_t *s, long tasks, double bound)
 	       jd(json_object_get(sub, "latency_ms"), "p99", NULL), jd(s, "send", "errors"));
 	double took = jd(d, "since_send_start_seconds", NULL);
 	int all = jd(d, "not_ended", NULL) == 0;
-	printf("drain: %.0f of %.0f tasks ended; %s %.1f s from the first submission "
-	       "(server clock, first created to last released: %.1f s)\n",
-	       jd(d, "ended", NULL), jd(d, "tasks", NULL), all ? "all ended in" : "gave up after",
-	       took, jd(d, "server_seconds", NULL));
+	if (all)
+		printf("drain: all %.0f tasks ended %.1f s after the first submission (server clock, "
+		       "first created to last released: %.1f s)\n",
+		       jd(d, "tasks", NULL), took, jd(d, "server_seconds", NULL));
+	else
+		printf("drain: %.0f of %.0f tasks ended; gave up %.1f s after the first submission\n",
+		       jd(d, "ended", NULL), jd(d, "tasks", NULL), took);
 	printf("  against the bound: %.1f s = %.2f x bound; target 2 x bound + 10 s = %.1f s: %s\n",
 	       took, bound > 0 ? took / bound : 0.0, target,
 	       all && took <= target ? "met" : "NOT met");

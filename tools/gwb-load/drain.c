@@ -246,7 +246,12 @@ static void follow(struct load *l, struct evq *e)
 			d->end_us = now;
 			return;
 		}
-		int64_t pause_us = (int64_t)l->o->poll_ms * 1000 - (now - pass_start);
+		/* Passes start at least --poll-ms apart, and the pause is never shorter than the
+		 * pass: following the tasks takes at most half of the server's attention. */
+		int64_t took = now - pass_start;
+		int64_t pause_us = (int64_t)l->o->poll_ms * 1000 - took;
+		if (pause_us < took)
+			pause_us = took;
 		if (pause_us > deadline - now)
 			pause_us = deadline - now;
 		if (pause_us > 0)

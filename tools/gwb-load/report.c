@@ -246,11 +246,14 @@ static void print_lat(FILE *f, const char *label, const json_t *h)
 
 static void print_drain(FILE *f, const json_t *d)
 {
-	fprintf(f, "drain: %lld of %lld tasks ended in %.1f s after sending (%.1f s from the start; "
-		   "server clock, first created to last released: %.1f s)%s\n",
-		(long long)ji(d, "ended"), (long long)ji(d, "tasks"), jd(d, "seconds"),
-		jd(d, "since_send_start_seconds"), jd(d, "server_seconds"),
-		json_is_true(json_object_get(d, "timed_out")) ? "; timed out" : "");
+	if (json_is_true(json_object_get(d, "timed_out")))
+		fprintf(f, "drain: %lld of %lld tasks ended; gave up after %.1f s (--drain-timeout)\n",
+			(long long)ji(d, "ended"), (long long)ji(d, "tasks"), jd(d, "seconds"));
+	else
+		fprintf(f, "drain: all %lld tasks ended %.1f s after sending, %.1f s after the first "
+			   "request (server clock, first created to last released: %.1f s)\n",
+			(long long)ji(d, "tasks"), jd(d, "seconds"), jd(d, "since_send_start_seconds"),
+			jd(d, "server_seconds"));
 	const char *k;
 	json_t *v;
 	fprintf(f, "  final states:");
