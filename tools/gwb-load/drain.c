@@ -241,8 +241,8 @@ static void follow(struct load *l, struct evq *e)
 			d->end_us = now;
 			return;
 		}
-		if (now >= deadline) {
-			d->timed_out = 1;
+		if (now >= deadline || l->interrupted) {
+			d->timed_out = !l->interrupted;
 			d->end_us = now;
 			return;
 		}
@@ -272,7 +272,7 @@ void drain_run(struct load *l)
 	follow(l, &e);
 	d->not_ended = l->ntasks - d->ended;
 	/* The histories of the tasks that did not end tell whether they went through unknown. */
-	for (long i = 0; i < l->ntasks; i++)
+	for (long i = 0; i < l->ntasks && !l->interrupted; i++)
 		ev_push(&e, i);
 	while (e.inflight || e.head < e.tail)
 		if (event_base_loop(l->base, EVLOOP_ONCE) < 0)

@@ -57,6 +57,10 @@ static int may_start(struct gen *g, int64_t sched_us)
 	struct load *l = g->l;
 	if (g->stopped)
 		return 0;
+	if (l->interrupted) {
+		g->stopped = 1;
+		return 0;
+	}
 	if ((l->o->count && l->sent >= l->o->count) || l->sent >= OPTS_REQUESTS_MAX ||
 	    (!l->o->count && sched_us >= l->t0_us + (int64_t)(l->o->duration_s * 1e6))) {
 		g->stopped = 1;
@@ -282,10 +286,12 @@ void gen_run(struct load *l)
 			start(&g, l->conns[i], load_now_us());
 	} else {
 		g.timer = evtimer_new(l->base, on_slot, &g);
+		l->wake_on_interrupt = g.timer;
 		event_active(g.timer, EV_TIMEOUT, 0);
 	}
 	check_done(&g);
 	load_wait_flag(l, &g.done);
+	l->wake_on_interrupt = NULL;
 	if (g.timer)
 		event_free(g.timer);
 	if (!l->send_end_us)

@@ -3,6 +3,7 @@
  * every team's quota. */
 #include "tools/gwb-load/load.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -245,6 +246,20 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	sample_quota(l);
 }
 
+static void on_sigint(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct load *l = arg;
+	l->interrupted = 1;
+	/* Deleting the event gives SIGINT its default back: a second Ctrl-C ends the process. */
+	event_del(l->sigint);
+	if (l->wake_on_interrupt)
+		event_active(l->wake_on_interrupt, EV_TIMEOUT, 0);
+	fprintf(stderr, "gwb-load: interrupted: no more requests; waiting for the answers in "
+			"flight, then the summary (Ctrl-C again to quit at once)\n");
+}
+
 /* ---- set-up ---- */
 
 int load_init(struct load *l, const struct load_opts *o, char *err, size_t errlen)
@@ -280,6 +295,8 @@ int load_init(struct load *l, const struct load_opts *o, char *err, size_t errle
 	l->tick = event_new(l->base, -1, EV_PERSIST, on_tick, l);
 	struct timeval one = { 1, 0 };
 	event_add(l->tick, &one);
+	l->sigint = evsignal_new(l->base, SIGINT, on_sigint, l);
+	event_add(l->sigint, NULL);
 	return 0;
 fail:
 	snprintf(err, errlen, "cannot set up a connection to %s:%d", l->target.host,
@@ -291,6 +308,8 @@ void load_fini(struct load *l)
 {
 	if (l->tick)
 		event_free(l->tick);
+	if (l->sigint)
+		event_free(l->sigint);
 	for (int i = 0; i < l->nconns; i++)
 		client_free(l->conns[i]);
 	gwb_free(l->conns);

@@ -78,6 +78,9 @@ struct load {
 	uint64_t rng;
 	enum load_phase phase;
 	struct event *tick;
+	struct event *sigint;           /* the first Ctrl-C ends the run early, with its summary */
+	int interrupted;
+	struct event *wake_on_interrupt; /* the open loop's timer, made active by Ctrl-C */
 	int64_t t0_us;                  /* monotonic start of sending */
 	int64_t send_end_us;            /* when the last answer came */
 	long sent, answered, errors, last_tick_answered;

@@ -168,6 +168,8 @@ static json_t *checks_json(const struct load *l, long samples, long over, int un
 		check(c, "all_tasks_ended", l->drain.not_ended == 0, 0,
 		      "%ld of %ld tasks ended (final state, reservation released)%s",
 		      l->drain.ended, l->ntasks, l->drain.timed_out ? "; the drain timed out" : "");
+	if (l->interrupted)
+		check(c, "completed", 0, 0, "interrupted (Ctrl-C): the figures cover what was seen");
 	if (l->dead.source)
 		check(c, "no_dead_letters", l->dead.after == l->dead.before, 0,
 		      "%ld dead letters during the run (%s)", l->dead.after - l->dead.before,
@@ -246,9 +248,11 @@ static void print_lat(FILE *f, const char *label, const json_t *h)
 
 static void print_drain(FILE *f, const json_t *d)
 {
-	if (json_is_true(json_object_get(d, "timed_out")))
-		fprintf(f, "drain: %lld of %lld tasks ended; gave up after %.1f s (--drain-timeout)\n",
-			(long long)ji(d, "ended"), (long long)ji(d, "tasks"), jd(d, "seconds"));
+	if (ji(d, "not_ended"))
+		fprintf(f, "drain: %lld of %lld tasks ended; gave up after %.1f s (%s)\n",
+			(long long)ji(d, "ended"), (long long)ji(d, "tasks"), jd(d, "seconds"),
+			json_is_true(json_object_get(d, "timed_out")) ? "--drain-timeout"
+								      : "interrupted");
 	else
 		fprintf(f, "drain: all %lld tasks ended %.1f s after sending, %.1f s after the first "
 			   "request (server clock, first created to last released: %.1f s)\n",
