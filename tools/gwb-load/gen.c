@@ -11,6 +11,9 @@
 /* Requests the open loop keeps in flight at most; later slots wait here, keeping their
  * scheduled start, so memory stays bounded when the server falls behind. */
 #define OPEN_INFLIGHT_MAX 20000
+/* A connection of the closed loop whose request got no answer waits this long before its
+ * next one, so a server that is gone is not hammered with connection attempts. */
+#define RETRY_PAUSE_MS 100
 /* Unexpected answers printed on stderr (all are counted). */
 #define ERRORS_SHOWN 5
 
@@ -21,6 +24,7 @@ struct gen {
 	long slot;                 /* open loop: next slot number */
 	int stopped;               /* no more requests will be started */
 	int done;
+	int paused;                /* closed loop: connections waiting RETRY_PAUSE_MS */
 	long shown;
 };
 
@@ -72,7 +76,7 @@ static int may_start(struct gen *g, int64_t sched_us)
 static void check_done(struct gen *g)
 {
 	struct load *l = g->l;
-	if (g->stopped && l->answered == l->sent && !g->done) {
+	if (g->stopped && l->answered == l->sent && !g->paused && !g->done) {
 		g->done = 1;
 		l->send_end_us = load_now_us();
 	}
@@ -147,6 +151,44 @@ static int check(struct gen *g, struct rq *q, const struct client_result *res)
 
 static void start(struct gen *g, struct client *conn, int64_t sched_us);
 
+struct pause {
+	struct gen *g;
+	struct client *conn;
+};
+
+static void on_pause_end(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct pause *p = arg;
+	struct gen *g = p->g;
+	struct client *conn = p->conn;
+	gwb_free(p);
+	g->paused--;
+	int64_t now = load_now_us();
+	if (may_start(g, now))
+		start(g, conn, now);
+	check_done(g);
+}
+
+/* The next request of conn starts after RETRY_PAUSE_MS. gen_run does not return while a
+ * pause is pending (check_done counts them), so g outlives the timer. */
+static void pause_conn(struct gen *g, struct client *conn)
+{
+	struct pause *p = gwb_malloc(sizeof *p);
+	p->g = g;
+	p->conn = conn;
+	struct timeval tv = { 0, RETRY_PAUSE_MS * 1000 };
+	if (event_base_once(g->l->base, -1, EV_TIMEOUT, on_pause_end, p, &tv) < 0) {
+		gwb_free(p);
+		int64_t now = load_now_us();
+		if (may_start(g, now))
+			start(g, conn, now);
+		return;
+	}
+	g->paused++;
+}
+
 static void on_answer(const struct client_result *res, void *arg)
 {
 	struct rq *q = arg;
@@ -162,7 +204,9 @@ static void on_answer(const struct client_result *res, void *arg)
 		s->ok++;
 	struct client *conn = q->conn;
 	gwb_free(q);
-	if (l->o->closed) {
+	if (l->o->closed && res->status == 0 && !g->stopped) {
+		pause_conn(g, conn);
+	} else if (l->o->closed) {
 		if (may_start(g, now))
 			start(g, conn, now);
 	} else if (!g->stopped && l->sent - l->answered < OPEN_INFLIGHT_MAX) {

@@ -306,18 +306,23 @@ void report_print_text(const json_t *s, FILE *f)
 	json_t *t;
 	json_array_foreach(json_object_get(json_object_get(s, "quota"), "teams"), i, t) {
 		fprintf(f, "quota %s: max reserved %lld MiB %lld%% of %lld MiB %lld%% (%lld samples, "
-			   "%lld over); at the end reserved %lld MiB %lld%%, active tasks %lld "
-			   "holding %lld MiB %lld%%\n",
+			   "%lld over); ",
 			json_string_value(json_object_get(t, "team")),
 			(long long)ji(t, "max_reserved.gpu_memory_mib"),
 			(long long)ji(t, "max_reserved.gpu_core_percent"),
 			(long long)ji(t, "quota.gpu_memory_mib"),
 			(long long)ji(t, "quota.gpu_core_percent"), (long long)ji(t, "samples"),
-			(long long)ji(t, "over"), (long long)ji(t, "end.reserved.gpu_memory_mib"),
-			(long long)ji(t, "end.reserved.gpu_core_percent"),
-			(long long)ji(t, "end.active_tasks"),
-			(long long)ji(t, "end.active_sum.gpu_memory_mib"),
-			(long long)ji(t, "end.active_sum.gpu_core_percent"));
+			(long long)ji(t, "over"));
+		if (json_is_true(json_object_get(json_object_get(t, "end"), "checked")))
+			fprintf(f, "at the end reserved %lld MiB %lld%%, active tasks %lld holding "
+				   "%lld MiB %lld%%\n",
+				(long long)ji(t, "end.reserved.gpu_memory_mib"),
+				(long long)ji(t, "end.reserved.gpu_core_percent"),
+				(long long)ji(t, "end.active_tasks"),
+				(long long)ji(t, "end.active_sum.gpu_memory_mib"),
+				(long long)ji(t, "end.active_sum.gpu_core_percent"));
+		else
+			fprintf(f, "at the end: could not be read\n");
 	}
 	const json_t *d = json_object_get(s, "drain");
 	if (json_is_object(d))
