@@ -14,9 +14,11 @@
 #include "lib/alloc.h"
 
 struct client {
+	struct event_base *base;
 	struct evhttp_connection *conn;
 	const struct client_target *t;
 	int inflight;
+	int sending;     /* inside evhttp_make_request */
 };
 
 struct call {
@@ -24,6 +26,7 @@ struct call {
 	client_done_fn done;
 	void *arg;
 	const char *why; /* set by the error callback */
+	int early;       /* failed inside evhttp_make_request; delivered from the loop */
 };
 
 int client_target_parse(struct client_target *t, const char *url, const char *token, char *err,
@@ -70,6 +73,7 @@ struct client *client_new(struct event_base *base, const struct client_target *t
 {
 	struct client *c = gwb_calloc(1, sizeof *c);
 	c->t = t;
+	c->base = base;
 	c->conn = evhttp_connection_base_new(base, NULL, t->host, (unsigned short)t->port);
 	if (!c->conn) {
 		gwb_free(c);
@@ -120,11 +124,30 @@ static void on_error(enum evhttp_request_error e, void *arg)
 	k->why = error_name(e);
 }
 
+/* A failure that evhttp reported from inside evhttp_make_request (a connect refused at once),
+ * handed to the caller from the loop as the contract says. */
+static void on_early(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct call *k = arg;
+	struct client_result res = { 0, k->why ? k->why : "connection refused or failed", "",
+				     NULL, 0 };
+	k->c->inflight--;
+	k->done(&res, k->arg);
+	gwb_free(k);
+}
+
 static void on_done(struct evhttp_request *req, void *arg)
 {
 	struct call *k = arg;
 	struct client_result res = { 0, NULL, "", NULL, 0 };
 	char *body = NULL;
+	if (k->c->sending) {
+		/* Only a failure can come back this early; the request is evhttp's to free. */
+		k->early = 1;
+		return;
+	}
 	k->c->inflight--;
 	res.status = req ? evhttp_request_get_response_code(req) : 0;
 	if (res.status == 0) {
@@ -171,8 +194,21 @@ int client_send(struct client *c, const char *method, const char *path, const ch
 		evhttp_add_header(h, "Content-Type", "application/json");
 		evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
 	}
-	/* On failure evhttp_make_request frees the request itself and fires nothing. */
-	if (evhttp_make_request(c->conn, req, cmd, path) != 0) {
+	c->sending = 1;
+	int rc = evhttp_make_request(c->conn, req, cmd, path);
+	c->sending = 0;
+	if (k->early) {
+		/* The callback already ran (and was held back): deliver it from the loop. */
+		struct timeval now = { 0, 0 };
+		if (event_base_once(c->base, -1, EV_TIMEOUT, on_early, k, &now) < 0) {
+			gwb_free(k);
+			return -1;
+		}
+		c->inflight++;
+		return 0;
+	}
+	if (rc != 0) {
+		/* Refused before it was queued: the request is gone and no callback fires. */
 		gwb_free(k);
 		return -1;
 	}
