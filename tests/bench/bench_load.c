@@ -18,15 +18,15 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
-#define ADMIN "admin-secret"
-#define TOK "bench-load-token"
-#define MEM_MIB 16
-#define CORE_PCT 1
+#define ADMIN        "admin-secret"
+#define TOK          "bench-load-token"
+#define MEM_MIB      16
+#define CORE_PCT     1
 #define TASK_SECONDS 1
 /* What gwb-server's Job template asks of the node per Pod (server/jobspec.c): 10 milli-CPU per
  * core percent and 256 MiB of memory. */
 #define POD_CPU_MILLI_PER_CORE_PCT 10
-#define POD_MEMORY_MIB 256
+#define POD_MEMORY_MIB             256
 
 static json_t *jpath(json_t *o, const char *a, const char *b)
 {
@@ -57,7 +57,7 @@ static long slots(const struct h_kubesim *ks, char *why, size_t len)
 	long cards = 0, ncards = 0;
 	size_t i;
 	json_t *d;
-	json_array_foreach(json_object_get(json_object_get(dev, "spec"), "devices"), i, d) {
+	json_array_foreach (json_object_get(json_object_get(dev, "spec"), "devices"), i, d) {
 		json_t *r = json_object_get(d, "resources");
 		int64_t mem = qty(r, "koordinator.sh/gpu-memory", 0);
 		int64_t core = qty(r, "koordinator.sh/gpu-core", 0);
@@ -81,9 +81,10 @@ static long slots(const struct h_kubesim *ks, char *why, size_t len)
 		s = cpu, by = "the node's CPU";
 	if (memory > 0 && memory < s)
 		s = memory, by = "the node's memory";
-	snprintf(why, len,
-		 "cards %ld (%ld cards), gpu.shared %ld, pods %ld, cpu %ld, memory %ld: bound by %s",
-		 cards, ncards, shared, pods, cpu, memory, by);
+	snprintf(
+	    why, len,
+	    "cards %ld (%ld cards), gpu.shared %ld, pods %ld, cpu %ld, memory %ld: bound by %s",
+	    cards, ncards, shared, pods, cpu, memory, by);
 	json_decref(dev);
 	json_decref(node);
 	return s;
@@ -105,8 +106,8 @@ static void lat_line(const char *label, const json_t *h)
 
 static void report(const json_t *s, long tasks, double bound)
 {
-	const json_t *d = json_object_get(s, "drain"), *sub = jpath((json_t *)s, "operations",
-								    "submit");
+	const json_t *d = json_object_get(s, "drain"),
+	             *sub = jpath((json_t *)s, "operations", "submit");
 	double target = 2 * bound + 10;
 	printf("submissions: %.0f accepted of %ld in %.1f s = %.0f/s  (p50 %.1f ms, p99 %.1f ms, "
 	       "errors %.0f)\n",
@@ -116,19 +117,21 @@ static void report(const json_t *s, long tasks, double bound)
 	double took = jd(d, "since_send_start_seconds", NULL);
 	int all = jd(d, "not_ended", NULL) == 0;
 	if (all)
-		printf("drain: all %.0f tasks ended %.1f s after the first submission (server clock, "
-		       "first created to last released: %.1f s)\n",
-		       jd(d, "tasks", NULL), took, jd(d, "server_seconds", NULL));
+		printf(
+		    "drain: all %.0f tasks ended %.1f s after the first submission (server clock, "
+		    "first created to last released: %.1f s)\n",
+		    jd(d, "tasks", NULL), took, jd(d, "server_seconds", NULL));
 	else
-		printf("drain: %.0f of %.0f tasks ended; gave up %.1f s after the first submission\n",
-		       jd(d, "ended", NULL), jd(d, "tasks", NULL), took);
+		printf(
+		    "drain: %.0f of %.0f tasks ended; gave up %.1f s after the first submission\n",
+		    jd(d, "ended", NULL), jd(d, "tasks", NULL), took);
 	printf("  against the bound: %.1f s = %.2f x bound; target 2 x bound + 10 s = %.1f s: %s\n",
 	       took, bound > 0 ? took / bound : 0.0, target,
 	       all && took <= target ? "met" : "NOT met");
 	const char *k;
 	json_t *v;
 	printf("  final states:");
-	json_object_foreach(json_object_get(d, "states"), k, v)
+	json_object_foreach (json_object_get(d, "states"), k, v)
 		printf(" %s %lld", k, (long long)json_integer_value(v));
 	printf("\n");
 	lat_line("intent -> Job created", json_object_get(d, "intent_to_job_ms"));
@@ -138,22 +141,17 @@ static void report(const json_t *s, long tasks, double bound)
 	const json_t *dl = json_object_get(s, "dead_letters");
 	if (json_is_string(json_object_get(dl, "source")))
 		printf("  dead letters during the run: %.0f (from %s)  [target 0]\n",
-		       jd(dl, "during_run", NULL), json_string_value(json_object_get(dl, "source")));
+		       jd(dl, "during_run", NULL),
+		       json_string_value(json_object_get(dl, "source")));
 	else
 		printf("  dead letters: not available\n");
+	const json_t *team = json_array_get(jpath((json_t *)s, "quota", "teams"), 0);
+	const json_t *end = jpath(json_object_get(team, "end"), "reserved", "gpu_memory_mib");
 	printf("  quota: %.0f samples, %.0f over the quota; reserved at the end %.0f MiB\n",
-	       jd(s, "quota", "samples"), jd(s, "quota", "over"),
-	       json_number_value(json_object_get(
-		       json_object_get(json_object_get(json_array_get(
-					       json_object_get(json_object_get(s, "quota"),
-							       "teams"),
-					       0),
-				       "end"),
-			       "reserved"),
-		       "gpu_memory_mib")));
+	       jd(s, "quota", "samples"), jd(s, "quota", "over"), json_number_value(end));
 	size_t i;
 	json_t *c;
-	json_array_foreach(json_object_get(s, "checks"), i, c)
+	json_array_foreach (json_object_get(s, "checks"), i, c)
 		if (!json_is_true(json_object_get(c, "ok")))
 			printf("  gwb-load check failed: %s: %s\n",
 			       json_string_value(json_object_get(c, "name")),
@@ -190,8 +188,8 @@ int main(void)
 	h_server_start(&srv);
 	char body[200];
 	snprintf(body, sizeof body,
-		 "{\"gpu_memory_mib\": %ld, \"gpu_core_percent\": %ld, \"token\": \"" TOK "\"}",
-		 tasks * MEM_MIB, tasks * CORE_PCT);
+	         "{\"gpu_memory_mib\": %ld, \"gpu_core_percent\": %ld, \"token\": \"" TOK "\"}",
+	         tasks * MEM_MIB, tasks * CORE_PCT);
 	struct h_resp r;
 	h_req(&r, "PUT", srv.proc.url, "/v1/teams/bench", ADMIN, body, NULL);
 	CHECKF(r.status == 201, "team: %ld", r.status);
@@ -209,11 +207,11 @@ int main(void)
 
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd,
-		 "'%s' --url %s --token " TOK " --teams bench --closed --connections 8 --count %ld "
-		 "--mix submit=1 --mem %d --core %d --task-seconds %d --drain --drain-timeout %.0f "
-		 "--poll-ms 1000 --redis %s --json",
-		 h_bin("gwb-load"), srv.proc.url, tasks, MEM_MIB, CORE_PCT, TASK_SECONDS, cap,
-		 redis.url);
+	         "'%s' --url %s --token " TOK " --teams bench --closed --connections 8 --count %ld "
+	         "--mix submit=1 --mem %d --core %d --task-seconds %d --drain --drain-timeout %.0f "
+	         "--poll-ms 1000 --redis %s --json",
+	         h_bin("gwb-load"), srv.proc.url, tasks, MEM_MIB, CORE_PCT, TASK_SECONDS, cap,
+	         redis.url);
 	fflush(stdout);
 	FILE *p = popen(cmd, "r"); /* gwb-load's progress goes to our stderr */
 	CHECK(p != NULL);
@@ -227,7 +225,7 @@ int main(void)
 		report(sum, tasks, bound);
 		printf("gwb-load: %s (exit %d)\n",
 		       json_is_true(json_object_get(sum, "passed")) ? "every check passed"
-								    : "some checks failed",
+		                                                    : "some checks failed",
 		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
 	json_decref(sum);

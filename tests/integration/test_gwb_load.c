@@ -16,7 +16,7 @@
 #include "tests/harness/t.h"
 
 #define ADMIN "admin-secret"
-#define TOK "alpha-token-123"
+#define TOK   "alpha-token-123"
 
 struct stack {
 	struct h_kubesim ks;
@@ -47,7 +47,8 @@ static void stack_start(struct stack *st, int with_kube, long mem)
 	h_server_start(&st->srv);
 	char body[200];
 	snprintf(body, sizeof body,
-		 "{\"gpu_memory_mib\": %ld, \"gpu_core_percent\": 800, \"token\": \"" TOK "\"}", mem);
+	         "{\"gpu_memory_mib\": %ld, \"gpu_core_percent\": 800, \"token\": \"" TOK "\"}",
+	         mem);
 	struct h_resp r;
 	h_req(&r, "PUT", st->srv.proc.url, "/v1/teams/alpha", ADMIN, body, NULL);
 	CHECKF(r.status == 201, "team: %ld %s", r.status, r.body);
@@ -60,7 +61,7 @@ static int load(const char *args, json_t **out)
 {
 	char cmd[4096];
 	snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s'", h_bin("gwb-load"), args,
-		 h_path("gwb-load.err"));
+	         h_path("gwb-load.err"));
 	fflush(stdout);
 	FILE *p = popen(cmd, "r");
 	CHECK(p != NULL);
@@ -96,7 +97,7 @@ static json_t *jget(const json_t *o, const char *path)
 		if ((dot = strchr(tok, '.')))
 			*dot++ = '\0';
 		o = json_is_array(o) ? json_array_get(o, (size_t)strtol(tok, NULL, 10))
-				     : json_object_get(o, tok);
+		                     : json_object_get(o, tok);
 	}
 	return (json_t *)o;
 }
@@ -112,7 +113,7 @@ static const char *check_detail(const json_t *s, const char *name, int *ok)
 {
 	size_t i;
 	json_t *c;
-	json_array_foreach(json_object_get(s, "checks"), i, c)
+	json_array_foreach (json_object_get(s, "checks"), i, c)
 		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) {
 			*ok = json_is_true(json_object_get(c, "ok")) &&
 			      !json_is_true(json_object_get(c, "skipped"));
@@ -124,7 +125,7 @@ static const char *check_detail(const json_t *s, const char *name, int *ok)
 /* Every task of team alpha through the API (all pages): the count, how many are in state, and
  * how many still hold a reservation. */
 static void api_tasks(struct stack *st, const char *state, long *all, long *in_state,
-		      long *unreleased)
+                      long *unreleased)
 {
 	*all = *in_state = *unreleased = 0;
 	char path[128] = "/v1/tasks?team=alpha&limit=500";
@@ -134,14 +135,16 @@ static void api_tasks(struct stack *st, const char *state, long *all, long *in_s
 		CHECKF(r.status == 200, "list: %ld %s", r.status, r.body);
 		size_t i;
 		json_t *t;
-		json_array_foreach(json_object_get(r.json, "tasks"), i, t) {
+		json_array_foreach (json_object_get(r.json, "tasks"), i, t) {
 			(*all)++;
-			*in_state += strcmp(json_string_value(json_object_get(t, "state")), state) == 0;
+			*in_state +=
+			    strcmp(json_string_value(json_object_get(t, "state")), state) == 0;
 			*unreleased += !json_is_true(jget(t, "reservation.released"));
 		}
 		const char *next = json_string_value(json_object_get(r.json, "next_cursor"));
 		if (next)
-			snprintf(path, sizeof path, "/v1/tasks?team=alpha&limit=500&cursor=%s", next);
+			snprintf(path, sizeof path, "/v1/tasks?team=alpha&limit=500&cursor=%s",
+			         next);
 		h_resp_free(&r);
 		if (!next)
 			return;
@@ -154,10 +157,10 @@ TEST_T(gwb_load_closed_drain_json_matches_the_server, 240)
 	stack_start(&st, 1, 40960);
 	char args[1024];
 	snprintf(args, sizeof args,
-		 "--url %s --token " TOK " --closed --connections 4 --count 60 "
-		 "--mix submit=50,replay=25,cancel=25 --mem 16 --core 1 --task-seconds 1 "
-		 "--drain --drain-timeout 150 --poll-ms 200 --redis %s --json",
-		 st.srv.proc.url, st.redis.url);
+	         "--url %s --token " TOK " --closed --connections 4 --count 60 "
+	         "--mix submit=50,replay=25,cancel=25 --mem 16 --core 1 --task-seconds 1 "
+	         "--drain --drain-timeout 150 --poll-ms 200 --redis %s --json",
+	         st.srv.proc.url, st.redis.url);
 	json_t *s = NULL;
 	int code = load(args, &s);
 	char *err = err_text();
@@ -233,8 +236,8 @@ TEST_T(gwb_load_quota_over_fails_the_run, 60)
 	stack_start(&st, 0, 4096); /* no cluster: the tasks keep their reservations */
 	char args[1024];
 	snprintf(args, sizeof args,
-		 "--url %s --token " TOK " --count 5 --mix submit=1 --mem 100 --core 2 --json",
-		 st.srv.proc.url);
+	         "--url %s --token " TOK " --count 5 --mix submit=1 --mem 100 --core 2 --json",
+	         st.srv.proc.url);
 	json_t *s = NULL;
 	int code = load(args, &s);
 	CHECKF(code == 0 && s, "first run: exit %d", code);
@@ -294,7 +297,7 @@ static int dead_port(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(fd >= 0);
-	struct sockaddr_in a = { 0 };
+	struct sockaddr_in a = {0};
 	a.sin_family = AF_INET;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	socklen_t len = sizeof a;
@@ -323,7 +326,7 @@ TEST_T(gwb_load_unreachable_or_refused_exits_1_clearly, 60)
 	CHECK_INT(load(args, NULL), 1);
 	expect_in_err("GET /v1/teams/alpha: 401 unauthorized");
 	snprintf(args, sizeof args, "--url %s --token " ADMIN " --teams nosuch --count 3",
-		 srv.proc.url);
+	         srv.proc.url);
 	CHECK_INT(load(args, NULL), 1);
 	expect_in_err("GET /v1/teams/nosuch: 404 not_found");
 	struct h_resp r;

@@ -18,7 +18,7 @@ struct client {
 	struct evhttp_connection *conn;
 	const struct client_target *t;
 	int inflight;
-	int sending;     /* inside evhttp_make_request */
+	int sending; /* inside evhttp_make_request */
 };
 
 struct call {
@@ -30,7 +30,7 @@ struct call {
 };
 
 int client_target_parse(struct client_target *t, const char *url, const char *token, char *err,
-			size_t errlen)
+                        size_t errlen)
 {
 	memset(t, 0, sizeof *t);
 	struct evhttp_uri *u = evhttp_uri_parse(url);
@@ -131,8 +131,8 @@ static void on_early(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct call *k = arg;
-	struct client_result res = { 0, k->why ? k->why : "connection refused or failed", "",
-				     NULL, 0 };
+	struct client_result res = {0, k->why ? k->why : "connection refused or failed", "", NULL,
+	                            0};
 	k->c->inflight--;
 	k->done(&res, k->arg);
 	gwb_free(k);
@@ -141,7 +141,7 @@ static void on_early(evutil_socket_t fd, short what, void *arg)
 static void on_done(struct evhttp_request *req, void *arg)
 {
 	struct call *k = arg;
-	struct client_result res = { 0, NULL, "", NULL, 0 };
+	struct client_result res = {0, NULL, "", NULL, 0};
 	char *body = NULL;
 	if (k->c->sending) {
 		/* Only a failure can come back this early; the request is evhttp's to free. */
@@ -161,7 +161,7 @@ static void on_done(struct evhttp_request *req, void *arg)
 		res.body = body;
 		res.json = n ? json_loadb(body, n, 0, NULL) : NULL;
 		const char *rp = evhttp_find_header(evhttp_request_get_input_headers(req),
-						    "Idempotent-Replayed");
+		                                    "Idempotent-Replayed");
 		res.replayed = rp && strcasecmp(rp, "true") == 0;
 	}
 	k->done(&res, k->arg);
@@ -171,7 +171,7 @@ static void on_done(struct evhttp_request *req, void *arg)
 }
 
 int client_send(struct client *c, const char *method, const char *path, const char *body,
-		const char *idem_key, client_done_fn done, void *arg)
+                const char *idem_key, client_done_fn done, void *arg)
 {
 	enum evhttp_cmd_type cmd = strcmp(method, "POST") == 0 ? EVHTTP_REQ_POST : EVHTTP_REQ_GET;
 	struct call *k = gwb_calloc(1, sizeof *k);
@@ -199,7 +199,7 @@ int client_send(struct client *c, const char *method, const char *path, const ch
 	c->sending = 0;
 	if (k->early) {
 		/* The callback already ran (and was held back): deliver it from the loop. */
-		struct timeval now = { 0, 0 };
+		struct timeval now = {0, 0};
 		if (event_base_once(c->base, -1, EV_TIMEOUT, on_early, k, &now) < 0) {
 			gwb_free(k);
 			return -1;

@@ -18,13 +18,13 @@ struct client_target {
 	char host[256];
 	int port;
 	char host_header[300];
-	char auth[600];  /* "Bearer TOKEN" */
+	char auth[600]; /* "Bearer TOKEN" */
 };
 
 /* Fills t from an http:// URL (host, optional port, no path beyond "/") and the token.
  * Returns 0, or -1 with err saying what is wrong. */
 int client_target_parse(struct client_target *t, const char *url, const char *token, char *err,
-			size_t errlen);
+                        size_t errlen);
 
 /* The outcome of one request. status is 0 when no answer came (err says why). body is the raw
  * answer (NUL-terminated), json its parse (NULL when not JSON); both live only during the
@@ -52,7 +52,7 @@ void client_free(struct client *c);
  * optional Idempotency-Key. Returns 0 and done fires later exactly once; or -1 (done never
  * fires). */
 int client_send(struct client *c, const char *method, const char *path, const char *body,
-		const char *idem_key, client_done_fn done, void *arg);
+                const char *idem_key, client_done_fn done, void *arg);
 
 /* Requests sent on c whose answer has not come yet. */
 int client_inflight(const struct client *c);

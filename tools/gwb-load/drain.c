@@ -36,15 +36,15 @@ static int is_one_of(const char *s, const char *const *set)
 
 int drain_events_read(const json_t *events, struct drain_figures *f)
 {
-	static const char *const before_job[] = { "queued", "creating", "unknown", NULL };
-	static const char *const with_job[] = { "pending", "running", "succeeded", "failed", NULL };
+	static const char *const before_job[] = {"queued", "creating", "unknown", NULL};
+	static const char *const with_job[] = {"pending", "running", "succeeded", "failed", NULL};
 	memset(f, 0, sizeof *f);
 	if (!json_is_array(events))
 		return -1;
 	int64_t running_ms = 0;
 	size_t i;
 	const json_t *e;
-	json_array_foreach(events, i, e) {
+	json_array_foreach (events, i, e) {
 		const char *type = jstr(e, "type"), *from = jstr(e, "from"), *to = jstr(e, "to");
 		const json_t *d = json_object_get(e, "detail");
 		int64_t ts = jtime(e, "ts");
@@ -56,7 +56,7 @@ int drain_events_read(const json_t *events, struct drain_figures *f)
 			if (to && strcmp(to, "unknown") == 0)
 				f->unknown_transitions++;
 			if (!f->job_ms && (jstr(d, "job_uid") || (is_one_of(from, before_job) &&
-								  is_one_of(to, with_job))))
+			                                          is_one_of(to, with_job))))
 				f->job_ms = ts;
 			if (!running_ms && to && strcmp(to, "running") == 0)
 				running_ms = ts;
@@ -75,7 +75,7 @@ int drain_events_read(const json_t *events, struct drain_figures *f)
 
 struct evq {
 	struct load *l;
-	long *q;            /* task indexes waiting for their history */
+	long *q; /* task indexes waiting for their history */
 	long head, tail;
 	int inflight;
 	int next_conn;
@@ -198,7 +198,7 @@ static int pass_team(struct load *l, struct evq *e, int team)
 	while (want > seen) {
 		char path[256];
 		snprintf(path, sizeof path, "/v1/tasks?team=%s&limit=%d%s%s", l->o->teams[team],
-			 PAGE_LIMIT, cursor[0] ? "&cursor=" : "", cursor);
+		         PAGE_LIMIT, cursor[0] ? "&cursor=" : "", cursor);
 		struct load_answer a;
 		l->drain.list_requests++;
 		if (load_call(l, l->ctl, "GET", path, NULL, &a) < 0 || a.status != 200) {
@@ -209,7 +209,7 @@ static int pass_team(struct load *l, struct evq *e, int team)
 		}
 		size_t k;
 		json_t *task;
-		json_array_foreach(json_object_get(a.json, "tasks"), k, task) {
+		json_array_foreach (json_object_get(a.json, "tasks"), k, task) {
 			const char *id = jstr(task, "id");
 			long i = id ? load_task_find(l, id) : -1;
 			if (i < 0 || l->tasks[i].team != team || l->tasks[i].ended ||

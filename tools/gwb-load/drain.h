@@ -15,8 +15,8 @@
 struct drain_figures {
 	int64_t submitted_ms; /* "submitted": the task and its intent were committed */
 	int64_t job_ms;       /* the Job was first recorded: a state event carrying its job_uid,
-				 or else the first move out of queued/creating/unknown to a state
-				 that needs a Job */
+	                         or else the first move out of queued/creating/unknown to a state
+	                         that needs a Job */
 	int64_t bound_ms;     /* the scheduler's "Scheduled" event, or else the first "running" */
 	int unknown_transitions; /* state events into "unknown" */
 };

@@ -19,12 +19,12 @@
 
 struct gen {
 	struct load *l;
-	struct event *timer;       /* open loop: next slot */
+	struct event *timer; /* open loop: next slot */
 	uint32_t next_seq;
-	long slot;                 /* open loop: next slot number */
-	int stopped;               /* no more requests will be started */
+	long slot;   /* open loop: next slot number */
+	int stopped; /* no more requests will be started */
 	int done;
-	int paused;                /* closed loop: connections waiting RETRY_PAUSE_MS */
+	int paused; /* closed loop: connections waiting RETRY_PAUSE_MS */
 	long shown;
 };
 
@@ -32,8 +32,8 @@ struct rq {
 	struct gen *g;
 	struct client *conn;
 	int op;
-	long task;                 /* replay, cancel: index into l->tasks */
-	uint32_t seq;              /* submit */
+	long task;    /* replay, cancel: index into l->tasks */
+	uint32_t seq; /* submit */
 	int team;
 	int64_t sched_us;
 };
@@ -43,9 +43,9 @@ char *gen_submit_body(const struct load *l, uint32_t seq, int team)
 	char name[48];
 	snprintf(name, sizeof name, "load-%u", (unsigned)seq);
 	json_t *b = json_pack("{s:s, s:s, s:I, s:I, s:i, s:I}", "team", l->o->teams[team], "name",
-			      name, "gpu_memory_mib", (json_int_t)l->o->mem_mib, "gpu_core_percent",
-			      (json_int_t)l->o->core_pct, "gpu_count", 1, "duration_seconds",
-			      (json_int_t)l->o->task_seconds);
+	                      name, "gpu_memory_mib", (json_int_t)l->o->mem_mib, "gpu_core_percent",
+	                      (json_int_t)l->o->core_pct, "gpu_count", 1, "duration_seconds",
+	                      (json_int_t)l->o->task_seconds);
 	char *s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(b);
 	return s; /* jansson allocates through gwb_malloc (gwb_alloc_init) */
@@ -94,14 +94,14 @@ static const char *err_code(const json_t *o)
 }
 
 static void unexpected(struct gen *g, struct rq *q, const struct client_result *res,
-		       const char *why)
+                       const char *why)
 {
 	struct load *l = g->l;
 	l->errors++;
 	l->ops[q->op].errors++;
 	if (g->shown++ < ERRORS_SHOWN)
 		fprintf(stderr, "gwb-load: %s: %s: status %d %.200s\n", opts_op_name(q->op), why,
-			res->status, res->status ? res->body : res->err);
+		        res->status, res->status ? res->body : res->err);
 }
 
 /* Checks one answer; returns 1 when it was what the operation expects. */
@@ -139,7 +139,8 @@ static int check(struct gen *g, struct rq *q, const struct client_result *res)
 			l->strays++;
 		}
 		char why[96];
-		snprintf(why, sizeof why, "replay of %s answered with another task or status", want);
+		snprintf(why, sizeof why, "replay of %s answered with another task or status",
+		         want);
 		unexpected(g, q, res, why);
 		return 0;
 	}
@@ -178,7 +179,7 @@ static void pause_conn(struct gen *g, struct client *conn)
 	struct pause *p = gwb_malloc(sizeof *p);
 	p->g = g;
 	p->conn = conn;
-	struct timeval tv = { 0, RETRY_PAUSE_MS * 1000 };
+	struct timeval tv = {0, RETRY_PAUSE_MS * 1000};
 	if (event_base_once(g->l->base, -1, EV_TIMEOUT, on_pause_end, p, &tv) < 0) {
 		gwb_free(p);
 		int64_t now = load_now_us();
@@ -274,7 +275,7 @@ static void start(struct gen *g, struct client *conn, int64_t sched_us)
 	l->ops[q->op].sent++;
 	if (rc < 0) {
 		/* Counted as a request without an answer; the loop goes on with the others. */
-		struct client_result none = { 0, "the request could not be made", "", NULL, 0 };
+		struct client_result none = {0, "the request could not be made", "", NULL, 0};
 		l->answered++;
 		l->ops[q->op].answered++;
 		l->ops[q->op].status[0]++;
@@ -306,7 +307,8 @@ static void on_slot(evutil_socket_t fd, short what, void *arg)
 			break;
 		if (due > now) {
 			int64_t wait = due - now;
-			struct timeval tv = { (time_t)(wait / 1000000), (suseconds_t)(wait % 1000000) };
+			struct timeval tv = {(time_t)(wait / 1000000),
+			                     (suseconds_t)(wait % 1000000)};
 			evtimer_add(g->timer, &tv);
 			return;
 		}

@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 /* 64 exact values, then 32 sub-buckets per power of two from 2^6 to 2^40. */
-#define HIST_SUB 32
-#define HIST_BUCKETS (2 * HIST_SUB + 35 * HIST_SUB)
+#define HIST_SUB       32
+#define HIST_BUCKETS   (2 * HIST_SUB + 35 * HIST_SUB)
 #define HIST_VALUE_MAX ((int64_t)1 << 40)
 
 struct hist {

@@ -11,9 +11,8 @@
 
 #include "lib/alloc.h"
 
-static const char *const states[] = { "queued",	 "creating",   "pending",
-				      "running", "succeeded",  "failed",
-				      "cancelling", "cancelled", "unknown" };
+static const char *const states[] = {"queued", "creating",   "pending",   "running", "succeeded",
+                                     "failed", "cancelling", "cancelled", "unknown"};
 
 int load_state_index(const char *state)
 {
@@ -31,7 +30,7 @@ const char *load_state_name(int i)
 int load_state_final(const char *s)
 {
 	return s && (strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-		     strcmp(s, "cancelled") == 0);
+	             strcmp(s, "cancelled") == 0);
 }
 
 int64_t load_now_us(void)
@@ -110,10 +109,10 @@ void load_quiesce(struct load *l)
 }
 
 int load_call(struct load *l, struct client *c, const char *method, const char *path,
-	      const char *body, struct load_answer *a)
+              const char *body, struct load_answer *a)
 {
 	memset(a, 0, sizeof *a);
-	struct wait w = { a, 0 };
+	struct wait w = {a, 0};
 	if (client_send(c, method, path, body, NULL, on_answer, &w) < 0) {
 		snprintf(a->err, sizeof a->err, "the request could not be made");
 		return -1;
@@ -140,7 +139,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 void load_sleep_ms(struct load *l, int ms)
 {
 	int done = 0;
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	struct event *ev = evtimer_new(l->base, on_wake, &done);
 	evtimer_add(ev, &tv);
 	load_wait_flag(l, &done);
@@ -157,7 +156,8 @@ static long jint(const json_t *o, const char *a, const char *b)
 
 int load_team_sample(struct load_team *t, const json_t *team)
 {
-	long qm = jint(team, "quota", "gpu_memory_mib"), qc = jint(team, "quota", "gpu_core_percent");
+	long qm = jint(team, "quota", "gpu_memory_mib"),
+	     qc = jint(team, "quota", "gpu_core_percent");
 	long rm = jint(team, "reserved", "gpu_memory_mib");
 	long rc = jint(team, "reserved", "gpu_core_percent");
 	if (qm < 0 || qc < 0 || rm < 0 || rc < 0)
@@ -192,7 +192,7 @@ static void on_sample(const struct client_result *res, void *arg)
 		l->quota_sample_errors++;
 	else if (rc == 0)
 		fprintf(stderr, "gwb-load: team %s over its quota: %s\n", l->o->teams[s->team],
-			res->body);
+		        res->body);
 	gwb_free(s);
 }
 
@@ -224,14 +224,14 @@ static void progress(struct load *l)
 		long rps = l->answered - l->last_tick_answered;
 		l->last_tick_answered = l->answered;
 		fprintf(stderr,
-			"gwb-load %5.0fs  sent %ld  done %ld  in flight %ld  rps %ld  errors %ld\n",
-			(double)(now - l->t0_us) / 1e6, l->sent, l->answered,
-			l->sent - l->answered, rps, l->errors);
+		        "gwb-load %5.0fs  sent %ld  done %ld  in flight %ld  rps %ld  errors %ld\n",
+		        (double)(now - l->t0_us) / 1e6, l->sent, l->answered, l->sent - l->answered,
+		        rps, l->errors);
 	} else if (l->phase == PHASE_DRAIN) {
 		long tracked = l->ntasks;
 		fprintf(stderr, "gwb-load drain %5.0fs  ended %ld of %ld  events read %ld\n",
-			(double)(now - l->drain.start_us) / 1e6, l->drain.ended, tracked,
-			l->drain.events_read);
+		        (double)(now - l->drain.start_us) / 1e6, l->drain.ended, tracked,
+		        l->drain.events_read);
 	}
 }
 
@@ -257,7 +257,7 @@ static void on_sigint(evutil_socket_t fd, short what, void *arg)
 	if (l->wake_on_interrupt)
 		event_active(l->wake_on_interrupt, EV_TIMEOUT, 0);
 	fprintf(stderr, "gwb-load: interrupted: no more requests; waiting for the answers in "
-			"flight, then the summary (Ctrl-C again to quit at once)\n");
+	                "flight, then the summary (Ctrl-C again to quit at once)\n");
 }
 
 /* ---- set-up ---- */
@@ -278,7 +278,7 @@ int load_init(struct load *l, const struct load_opts *o, char *err, size_t errle
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	snprintf(l->run_id, sizeof l->run_id, "gwbload-%lx%04x", (unsigned long)ts.tv_sec,
-		 (unsigned)((ts.tv_nsec / 1000) ^ (unsigned)getpid()) & 0xffffu);
+	         (unsigned)((ts.tv_nsec / 1000) ^ (unsigned)getpid()) & 0xffffu);
 	l->index = json_object();
 	for (int i = 0; i < OP_COUNT; i++)
 		hist_init(&l->ops[i].lat);
@@ -293,14 +293,14 @@ int load_init(struct load *l, const struct load_opts *o, char *err, size_t errle
 	    !(l->sampler = client_new(l->base, &l->target, o->timeout_s)))
 		goto fail;
 	l->tick = event_new(l->base, -1, EV_PERSIST, on_tick, l);
-	struct timeval one = { 1, 0 };
+	struct timeval one = {1, 0};
 	event_add(l->tick, &one);
 	l->sigint = evsignal_new(l->base, SIGINT, on_sigint, l);
 	event_add(l->sigint, NULL);
 	return 0;
 fail:
 	snprintf(err, errlen, "cannot set up a connection to %s:%d", l->target.host,
-		 l->target.port);
+	         l->target.port);
 	return -1;
 }
 

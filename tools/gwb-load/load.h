@@ -16,13 +16,13 @@
 /* One task this run created (an accepted submission, or a replay that wrongly made a new one). */
 struct load_task {
 	char id[32];
-	uint32_t seq;        /* its Idempotency-Key is "<run id>-<seq>" */
-	uint16_t team;       /* index into opts.teams */
+	uint32_t seq;  /* its Idempotency-Key is "<run id>-<seq>" */
+	uint16_t team; /* index into opts.teams */
 	uint8_t cancel_sent;
-	uint8_t stray;       /* created by a replay: not ours to replay or count as accepted */
-	uint8_t seen;        /* listed in the current drain pass */
-	uint8_t ended;       /* final state and reservation released */
-	uint8_t events;      /* 0 not read, 1 asked, 2 read, 3 could not be read */
+	uint8_t stray;  /* created by a replay: not ours to replay or count as accepted */
+	uint8_t seen;   /* listed in the current drain pass */
+	uint8_t ended;  /* final state and reservation released */
+	uint8_t events; /* 0 not read, 1 asked, 2 read, 3 could not be read */
 	uint8_t ever_unknown;
 	char state[16];
 	int64_t created_ms, ended_ms; /* server clock: created_at, reservation released_at */
@@ -31,15 +31,15 @@ struct load_task {
 /* What one kind of request did. status[0] counts requests that got no answer. */
 struct load_op_stats {
 	long sent, answered, ok, errors;
-	struct hist lat;     /* microseconds */
+	struct hist lat; /* microseconds */
 	long status[600];
 };
 
 /* A team's quota as sampled during the run and checked at the end. */
 struct load_team {
 	long quota_mem, quota_core;
-	long max_mem, max_core;         /* highest reserved seen */
-	long samples, over;             /* samples with reserved above quota */
+	long max_mem, max_core; /* highest reserved seen */
+	long samples, over;     /* samples with reserved above quota */
 	int sample_inflight;
 	/* the end check */
 	int end_checked, end_exact, end_stable;
@@ -51,10 +51,10 @@ enum load_phase { PHASE_PREFLIGHT, PHASE_SEND, PHASE_DRAIN, PHASE_END };
 
 struct load_drain {
 	int run;
-	int64_t start_us, end_us;       /* monotonic: drain began, last task seen ended */
+	int64_t start_us, end_us; /* monotonic: drain began, last task seen ended */
 	long ended, not_ended, passes, list_requests, list_errors;
 	long events_read, events_failed;
-	long states[9];                 /* final states of the ended tasks, see load_state_index */
+	long states[9]; /* final states of the ended tasks, see load_state_index */
 	struct hist intent_to_job, job_to_pod; /* milliseconds */
 	long ever_unknown, unknown_transitions;
 	int64_t first_created_ms, last_ended_ms; /* server clock */
@@ -62,7 +62,7 @@ struct load_drain {
 };
 
 struct load_dead {
-	const char *source;             /* "metrics", "redis" or NULL (not available) */
+	const char *source; /* "metrics", "redis" or NULL (not available) */
 	long before, after;
 };
 
@@ -72,25 +72,25 @@ struct load {
 	struct client_target target;
 	struct client **conns;
 	int nconns;
-	struct client *ctl;             /* preflight, drain passes, end checks */
-	struct client *sampler;         /* quota samples */
+	struct client *ctl;     /* preflight, drain passes, end checks */
+	struct client *sampler; /* quota samples */
 	char run_id[24];
 	uint64_t rng;
 	enum load_phase phase;
 	struct event *tick;
-	struct event *sigint;           /* the first Ctrl-C ends the run early, with its summary */
+	struct event *sigint; /* the first Ctrl-C ends the run early, with its summary */
 	int interrupted;
 	struct event *wake_on_interrupt; /* the open loop's timer, made active by Ctrl-C */
-	int64_t t0_us;                  /* monotonic start of sending */
-	int64_t send_end_us;            /* when the last answer came */
+	int64_t t0_us;                   /* monotonic start of sending */
+	int64_t send_end_us;             /* when the last answer came */
 	long sent, answered, errors, last_tick_answered;
-	long fallbacks;                 /* replays or cancels sent as submits (nothing to act on) */
-	long refused_quota;             /* submissions answered 403 quota_exceeded */
+	long fallbacks;     /* replays or cancels sent as submits (nothing to act on) */
+	long refused_quota; /* submissions answered 403 quota_exceeded */
 	long replay_same, replay_mismatch, strays;
 	struct load_op_stats ops[OP_COUNT];
 	struct load_task *tasks;
 	long ntasks, cap;
-	json_t *index;                  /* task id -> index into tasks */
+	json_t *index; /* task id -> index into tasks */
 	struct load_team teams[OPTS_TEAMS_MAX];
 	long quota_sample_errors;
 	struct load_drain drain;
@@ -127,7 +127,7 @@ long load_task_find(const struct load *l, const char *id);
  * Returns 0 with a filled (status may be any), or -1 when no answer came (a->err says why).
  * Free a with load_answer_clear. */
 int load_call(struct load *l, struct client *c, const char *method, const char *path,
-	      const char *body, struct load_answer *a);
+              const char *body, struct load_answer *a);
 void load_answer_clear(struct load_answer *a);
 /* Runs the loop for ms milliseconds. */
 void load_sleep_ms(struct load *l, int ms);

@@ -21,15 +21,15 @@
 #include "tools/gwb-load/report.h"
 #include "tools/gwb-load/verify.h"
 
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
+#define EXIT_FAIL          1
+#define EXIT_USAGE         2
 #define CONNECT_TIMEOUT_MS 3000
 
 /* A plain TCP connect before anything else, so an unreachable server gets the system's own
  * words ("Connection refused") instead of evhttp's silence. Returns 0, or -1 with err. */
 static int reachable(const struct client_target *t, char *err, size_t errlen)
 {
-	struct addrinfo hints = { 0 }, *res = NULL;
+	struct addrinfo hints = {0}, *res = NULL;
 	hints.ai_socktype = SOCK_STREAM;
 	char port[16];
 	snprintf(port, sizeof port, "%d", t->port);
@@ -48,7 +48,7 @@ static int reachable(const struct client_target *t, char *err, size_t errlen)
 		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
 			rc = 0;
 		} else if (errno == EINPROGRESS) {
-			struct pollfd p = { fd, POLLOUT, 0 };
+			struct pollfd p = {fd, POLLOUT, 0};
 			int soerr = 0;
 			socklen_t len = sizeof soerr;
 			if (poll(&p, 1, CONNECT_TIMEOUT_MS) == 1 &&
@@ -64,7 +64,7 @@ static int reachable(const struct client_target *t, char *err, size_t errlen)
 	freeaddrinfo(res);
 	if (rc < 0)
 		snprintf(err, errlen, "cannot connect to %s:%d: %s", t->host, t->port,
-			 strerror(why));
+		         strerror(why));
 	return rc;
 }
 

@@ -11,39 +11,39 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-	"usage: gwb-load --url URL --token T [--connections N] [--rate R | --closed]\n"
-	"                [--duration S | --count N] [--teams a,b] [--mix submit=90,replay=5,cancel=5]\n"
-	"                [--mem MIB --core PCT --task-seconds S] [--drain] [--drain-timeout S]\n"
-	"                [--poll-ms MS] [--timeout S] [--redis URL] [--prefix P] [--seed N] [--json]\n"
-	"\n"
-	"  --url URL           gwb-server (default $GWB_URL, else http://127.0.0.1:8080)\n"
-	"  --token T           bearer token: the admin's, or a team's for its own team ($GWB_TOKEN)\n"
-	"  --connections N     keep-alive HTTP connections (default 8)\n"
-	"  --rate R            open loop: R requests/s started on schedule, latency counted from\n"
-	"                      the scheduled start\n"
-	"  --closed            closed loop: each connection sends when its answer came (default)\n"
-	"  --duration S        send for S seconds (default 10 when --count is not given)\n"
-	"  --count N           send N requests\n"
-	"  --teams a,b         teams the submissions go to, in turn (default alpha)\n"
-	"  --mix OP=W,...      weights of submit, replay (an earlier submission again, same key\n"
-	"                      and body) and cancel (an earlier task) (default 90,5,5)\n"
-	"  --mem MIB --core PCT --task-seconds S\n"
-	"                      each task's request (default 16 MiB, 1%, 1 s)\n"
-	"  --drain             then follow every accepted task until it ended (final state and\n"
-	"                      reservation released) and report the end-to-end figures\n"
-	"  --drain-timeout S   give up the drain after S seconds (default 300)\n"
-	"  --poll-ms MS        pause between passes over the task list (default 500)\n"
-	"  --timeout S         time-out of one HTTP request (default 30)\n"
-	"  --redis URL         read dead letters from Redis (redis://host:port/N or unix:///path)\n"
-	"                      when /metrics has no gwb_intents_dead_lettered_total\n"
-	"  --prefix P          Redis key prefix (default $GWB_QUEUE_PREFIX, else gwb)\n"
-	"  --seed N            seed of the operation mix (default: from the clock)\n"
-	"  --json              the summary as one JSON object on stdout\n"
-	"\n"
-	"Progress goes to stderr once a second. Exit 0 when every check passed, 1 when one failed\n"
-	"or the server could not be used, 2 on a usage error.\n";
+    "usage: gwb-load --url URL --token T [--connections N] [--rate R | --closed]\n"
+    "                [--duration S | --count N] [--teams a,b] [--mix submit=90,replay=5,cancel=5]\n"
+    "                [--mem MIB --core PCT --task-seconds S] [--drain] [--drain-timeout S]\n"
+    "                [--poll-ms MS] [--timeout S] [--redis URL] [--prefix P] [--seed N] [--json]\n"
+    "\n"
+    "  --url URL           gwb-server (default $GWB_URL, else http://127.0.0.1:8080)\n"
+    "  --token T           bearer token: the admin's, or a team's for its own team ($GWB_TOKEN)\n"
+    "  --connections N     keep-alive HTTP connections (default 8)\n"
+    "  --rate R            open loop: R requests/s started on schedule, latency counted from\n"
+    "                      the scheduled start\n"
+    "  --closed            closed loop: each connection sends when its answer came (default)\n"
+    "  --duration S        send for S seconds (default 10 when --count is not given)\n"
+    "  --count N           send N requests\n"
+    "  --teams a,b         teams the submissions go to, in turn (default alpha)\n"
+    "  --mix OP=W,...      weights of submit, replay (an earlier submission again, same key\n"
+    "                      and body) and cancel (an earlier task) (default 90,5,5)\n"
+    "  --mem MIB --core PCT --task-seconds S\n"
+    "                      each task's request (default 16 MiB, 1%, 1 s)\n"
+    "  --drain             then follow every accepted task until it ended (final state and\n"
+    "                      reservation released) and report the end-to-end figures\n"
+    "  --drain-timeout S   give up the drain after S seconds (default 300)\n"
+    "  --poll-ms MS        pause between passes over the task list (default 500)\n"
+    "  --timeout S         time-out of one HTTP request (default 30)\n"
+    "  --redis URL         read dead letters from Redis (redis://host:port/N or unix:///path)\n"
+    "                      when /metrics has no gwb_intents_dead_lettered_total\n"
+    "  --prefix P          Redis key prefix (default $GWB_QUEUE_PREFIX, else gwb)\n"
+    "  --seed N            seed of the operation mix (default: from the clock)\n"
+    "  --json              the summary as one JSON object on stdout\n"
+    "\n"
+    "Progress goes to stderr once a second. Exit 0 when every check passed, 1 when one failed\n"
+    "or the server could not be used, 2 on a usage error.\n";
 
-static const char *const op_names[OP_COUNT] = { "submit", "replay", "cancel" };
+static const char *const op_names[OP_COUNT] = {"submit", "replay", "cancel"};
 
 const char *opts_usage(void)
 {
@@ -102,7 +102,7 @@ static int parse_teams(struct load_opts *o, const char *v, char *err, size_t err
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
 		if (!valid_team(p, n))
 			return fail(err, errlen, "teams",
-				    "each team is 1-63 of a-z, 0-9 and '-', separated by commas");
+			            "each team is 1-63 of a-z, 0-9 and '-', separated by commas");
 		if (o->nteams == OPTS_TEAMS_MAX)
 			return fail(err, errlen, "teams", "at most 64 teams");
 		snprintf(o->teams[o->nteams++], sizeof o->teams[0], "%.*s", (int)n, p);
@@ -115,7 +115,7 @@ static int parse_teams(struct load_opts *o, const char *v, char *err, size_t err
 
 static int parse_mix(struct load_opts *o, const char *v, char *err, size_t errlen)
 {
-	int seen[OP_COUNT] = { 0 };
+	int seen[OP_COUNT] = {0};
 	char buf[256];
 	if (strlen(v) >= sizeof buf)
 		return fail(err, errlen, "mix", "too long");
@@ -138,8 +138,8 @@ static int parse_mix(struct load_opts *o, const char *v, char *err, size_t errle
 		long w;
 		if (op < 0 || parse_long(eq + 1, 0, 1000000, &w) < 0)
 			return fail(err, errlen, "mix",
-				    "expected OP=WEIGHT,... with OP submit, replay or cancel and "
-				    "WEIGHT 0-1000000");
+			            "expected OP=WEIGHT,... with OP submit, replay or cancel and "
+			            "WEIGHT 0-1000000");
 		if (seen[op]++)
 			return fail(err, errlen, "mix", "an operation is named twice");
 		o->mix[op] = (int)w;
@@ -148,8 +148,8 @@ static int parse_mix(struct load_opts *o, const char *v, char *err, size_t errle
 	}
 	if (o->mix[OP_SUBMIT] == 0)
 		return fail(err, errlen, "mix",
-			    "submit needs a weight above 0: replays and cancels act on submitted "
-			    "tasks");
+		            "submit needs a weight above 0: replays and cancels act on submitted "
+		            "tasks");
 	if (total > 1000000)
 		return fail(err, errlen, "mix", "the weights add up to more than 1000000");
 	return 0;
@@ -210,12 +210,13 @@ static int is_flag(const char *a, const char *name)
 
 /* Checks what only the whole command line can tell. */
 static int check_combination(struct load_opts *o, int rate_set, int closed_set, char *err,
-			     size_t errlen)
+                             size_t errlen)
 {
 	if (!o->token)
 		return fail(err, errlen, "token", "required (or set GWB_TOKEN)");
 	if (rate_set && closed_set)
-		return fail(err, errlen, "rate", "open loop (--rate) and --closed exclude each other");
+		return fail(err, errlen, "rate",
+		            "open loop (--rate) and --closed exclude each other");
 	o->closed = !rate_set;
 	if (o->count && o->duration_s > 0)
 		return fail(err, errlen, "count", "--count and --duration exclude each other");
@@ -262,7 +263,8 @@ int opts_parse(struct load_opts *o, int argc, char **argv, char *err, size_t err
 			rate_set = 1;
 		} else if ((v = value(argc, argv, &i, "duration", &missing))) {
 			if (parse_double(v, 0.001, 86400, &o->duration_s) < 0)
-				return fail(err, errlen, "duration", "must be seconds, 0.001-86400");
+				return fail(err, errlen, "duration",
+				            "must be seconds, 0.001-86400");
 		} else if ((v = value(argc, argv, &i, "count", &missing))) {
 			if (parse_long(v, 1, OPTS_REQUESTS_MAX, &o->count) < 0)
 				return fail(err, errlen, "count", "must be 1-1000000");
@@ -280,10 +282,12 @@ int opts_parse(struct load_opts *o, int argc, char **argv, char *err, size_t err
 				return fail(err, errlen, "core", "must be a percent, 1-100");
 		} else if ((v = value(argc, argv, &i, "task-seconds", &missing))) {
 			if (parse_long(v, 1, 86400, &o->task_seconds) < 0)
-				return fail(err, errlen, "task-seconds", "must be seconds, 1-86400");
+				return fail(err, errlen, "task-seconds",
+				            "must be seconds, 1-86400");
 		} else if ((v = value(argc, argv, &i, "drain-timeout", &missing))) {
 			if (parse_double(v, 0.1, 86400, &o->drain_timeout_s) < 0)
-				return fail(err, errlen, "drain-timeout", "must be seconds, 0.1-86400");
+				return fail(err, errlen, "drain-timeout",
+				            "must be seconds, 0.1-86400");
 		} else if ((v = value(argc, argv, &i, "poll-ms", &missing))) {
 			if (parse_long(v, 10, 60000, &l) < 0)
 				return fail(err, errlen, "poll-ms", "must be 10-60000");

@@ -14,20 +14,20 @@ enum load_op { OP_SUBMIT, OP_REPLAY, OP_CANCEL, OP_COUNT };
 
 struct load_opts {
 	const char *url, *token;
-	const char *redis, *prefix;  /* dead letters from Redis when /metrics has no counter */
+	const char *redis, *prefix; /* dead letters from Redis when /metrics has no counter */
 	int connections;
-	int closed;                  /* closed loop; otherwise open loop at rate */
-	double rate;                 /* requests per second (open loop) */
-	long count;                  /* requests to send; 0 when bounded by duration */
-	double duration_s;           /* seconds of sending; 0 when bounded by count */
+	int closed;        /* closed loop; otherwise open loop at rate */
+	double rate;       /* requests per second (open loop) */
+	long count;        /* requests to send; 0 when bounded by duration */
+	double duration_s; /* seconds of sending; 0 when bounded by count */
 	char teams[OPTS_TEAMS_MAX][64];
 	int nteams;
-	int mix[OP_COUNT];           /* weights */
+	int mix[OP_COUNT]; /* weights */
 	long mem_mib, core_pct, task_seconds;
 	int drain;
 	double drain_timeout_s;
-	int poll_ms;                 /* pause between two passes over the task list in the drain */
-	int timeout_s;               /* time-out of one HTTP request */
+	int poll_ms;   /* pause between two passes over the task list in the drain */
+	int timeout_s; /* time-out of one HTTP request */
 	int json;
 	uint64_t seed;
 };

@@ -12,7 +12,7 @@
 #include "lib/alloc.h"
 
 #define PAGE_LIMIT 500
-#define END_TRIES 5
+#define END_TRIES  5
 
 static long jint2(const json_t *o, const char *a, const char *b)
 {
@@ -29,12 +29,12 @@ int verify_teams_sample(struct load *l, char *err, size_t errlen)
 		int rc = load_call(l, l->ctl, "GET", path, NULL, &a);
 		if (rc < 0 || a.status != 200 || load_team_sample(&l->teams[i], a.json) < 0) {
 			const char *code = json_string_value(
-				json_object_get(json_object_get(a.json, "error"), "code"));
+			    json_object_get(json_object_get(a.json, "error"), "code"));
 			if (rc < 0)
 				snprintf(err, errlen, "GET %s: no answer: %s", path, a.err);
 			else
 				snprintf(err, errlen, "GET %s: %d %s", path, a.status,
-					 code ? code : "(not a team)");
+				         code ? code : "(not a team)");
 			load_answer_clear(&a);
 			return -1;
 		}
@@ -51,7 +51,7 @@ static int active_sum(struct load *l, int team, long *mem, long *core, long *tas
 	for (;;) {
 		char path[256];
 		snprintf(path, sizeof path, "/v1/tasks?team=%s&limit=%d%s%s", l->o->teams[team],
-			 PAGE_LIMIT, cursor[0] ? "&cursor=" : "", cursor);
+		         PAGE_LIMIT, cursor[0] ? "&cursor=" : "", cursor);
 		struct load_answer a;
 		if (load_call(l, l->ctl, "GET", path, NULL, &a) < 0 || a.status != 200) {
 			load_answer_clear(&a);
@@ -59,7 +59,7 @@ static int active_sum(struct load *l, int team, long *mem, long *core, long *tas
 		}
 		size_t k;
 		json_t *t;
-		json_array_foreach(json_object_get(a.json, "tasks"), k, t) {
+		json_array_foreach (json_object_get(a.json, "tasks"), k, t) {
 			const json_t *r = json_object_get(t, "reservation");
 			if (json_is_true(json_object_get(r, "released")))
 				continue;
@@ -142,7 +142,7 @@ long verify_metric_sum(const char *text, const char *metric)
 /* XLEN of the dead-letter stream, or -1. */
 static long redis_dead(const struct load_opts *o)
 {
-	struct timeval tv = { 2, 0 };
+	struct timeval tv = {2, 0};
 	redisContext *c = NULL;
 	long n = -1;
 	if (strncmp(o->redis, "unix://", 7) == 0) {

@@ -55,7 +55,7 @@ TEST(hist_percentiles_within_bucket_precision)
 	}
 	hist_merge(&a, &b);
 	qsort(v, N, sizeof *v, cmp_i64);
-	const double ps[] = { 1, 50, 90, 95, 99, 99.9, 100 };
+	const double ps[] = {1, 50, 90, 95, 99, 99.9, 100};
 	for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
 		int64_t exact = v[(size_t)ceil(ps[k] / 100.0 * N) - 1];
 		int64_t got = hist_percentile(&h, ps[k]);
@@ -86,7 +86,7 @@ TEST(opts_defaults_and_values)
 	char err[256] = "";
 	unsetenv("GWB_URL");
 	setenv("GWB_TOKEN", "env-token", 1);
-	CHECK_INT(parse(&o, err, (const char *[]){ NULL }), 0);
+	CHECK_INT(parse(&o, err, (const char *[]){NULL}), 0);
 	CHECK_STR(o.url, "http://127.0.0.1:8080");
 	CHECK_STR(o.token, "env-token");
 	CHECK_INT(o.closed, 1);
@@ -96,12 +96,12 @@ TEST(opts_defaults_and_values)
 	CHECK_STR(o.teams[0], "alpha");
 	CHECK_INT(o.mix[OP_SUBMIT], 90);
 	CHECK_INT(o.mem_mib, 16);
-	CHECK_INT(parse(&o, err,
-			(const char *[]){ "--url", "http://127.0.0.1:9", "--token=t", "--rate", "50",
-					  "--count", "7", "--teams", "a,b-2", "--mix",
-					  "replay=1,submit=3", "--drain", "--json", "--mem", "64",
-					  NULL }),
-		  0);
+	CHECK_INT(
+	    parse(&o, err,
+	          (const char *[]){"--url", "http://127.0.0.1:9", "--token=t", "--rate", "50",
+	                           "--count", "7", "--teams", "a,b-2", "--mix", "replay=1,submit=3",
+	                           "--drain", "--json", "--mem", "64", NULL}),
+	    0);
 	CHECK_INT(o.closed, 0);
 	CHECK(o.rate == 50);
 	CHECK_INT(o.count, 7);
@@ -114,7 +114,7 @@ TEST(opts_defaults_and_values)
 	CHECK_INT(o.drain, 1);
 	CHECK_INT(o.json, 1);
 	CHECK_INT(o.mem_mib, 64);
-	CHECK_INT(parse(&o, err, (const char *[]){ "--help", NULL }), 1);
+	CHECK_INT(parse(&o, err, (const char *[]){"--help", NULL}), 1);
 }
 
 /* Each usage error names its flag. */
@@ -129,44 +129,44 @@ static void bad(const char *const *args, const char *flag)
 TEST(opts_errors_name_the_flag)
 {
 	setenv("GWB_TOKEN", "env-token", 1);
-	bad((const char *[]){ "--bogus", NULL }, "--bogus");
-	bad((const char *[]){ "--connections", "0", NULL }, "--connections");
-	bad((const char *[]){ "--rate", "10", "--closed", NULL }, "--rate");
-	bad((const char *[]){ "--closed", "--rate", "10", NULL }, "--rate");
-	bad((const char *[]){ "--count", "5", "--duration", "2", NULL }, "--count");
-	bad((const char *[]){ "--count", "x", NULL }, "--count");
-	bad((const char *[]){ "--mix", "submit=1,explode=2", NULL }, "--mix");
-	bad((const char *[]){ "--mix", "submit=0,replay=5", NULL }, "--mix");
-	bad((const char *[]){ "--teams", "Alpha", NULL }, "--teams");
-	bad((const char *[]){ "--teams", "a,,b", NULL }, "--teams");
-	bad((const char *[]){ "--core", "101", NULL }, "--core");
-	bad((const char *[]){ "--url", "https://x", NULL }, "--url");
-	bad((const char *[]){ "--rate", "1000", "--duration", "2000", NULL }, "--rate");
-	bad((const char *[]){ "--drain-timeout", NULL }, "--drain-timeout");
+	bad((const char *[]){"--bogus", NULL}, "--bogus");
+	bad((const char *[]){"--connections", "0", NULL}, "--connections");
+	bad((const char *[]){"--rate", "10", "--closed", NULL}, "--rate");
+	bad((const char *[]){"--closed", "--rate", "10", NULL}, "--rate");
+	bad((const char *[]){"--count", "5", "--duration", "2", NULL}, "--count");
+	bad((const char *[]){"--count", "x", NULL}, "--count");
+	bad((const char *[]){"--mix", "submit=1,explode=2", NULL}, "--mix");
+	bad((const char *[]){"--mix", "submit=0,replay=5", NULL}, "--mix");
+	bad((const char *[]){"--teams", "Alpha", NULL}, "--teams");
+	bad((const char *[]){"--teams", "a,,b", NULL}, "--teams");
+	bad((const char *[]){"--core", "101", NULL}, "--core");
+	bad((const char *[]){"--url", "https://x", NULL}, "--url");
+	bad((const char *[]){"--rate", "1000", "--duration", "2000", NULL}, "--rate");
+	bad((const char *[]){"--drain-timeout", NULL}, "--drain-timeout");
 	unsetenv("GWB_TOKEN");
-	bad((const char *[]){ "--count", "1", NULL }, "--token");
+	bad((const char *[]){"--count", "1", NULL}, "--token");
 }
 
 /* The shape GET /v1/tasks/ID/events answers today (server/store_tasks.c). */
 static const char events_fixture[] =
-	"["
-	"{\"seq\":1,\"ts\":\"2026-11-30T18:41:22.916Z\",\"type\":\"submitted\",\"from\":null,"
-	"\"to\":\"queued\",\"detail\":{\"idempotency_key\":\"k1\"}},"
-	"{\"seq\":2,\"ts\":\"2026-11-30T18:41:22.926Z\",\"type\":\"state\",\"from\":\"queued\","
-	"\"to\":\"creating\",\"detail\":{\"intent\":\"create\"}},"
-	"{\"seq\":3,\"ts\":\"2026-11-30T18:41:23.100Z\",\"type\":\"state\",\"from\":\"creating\","
-	"\"to\":\"unknown\",\"detail\":{\"operation\":\"create_job\"}},"
-	"{\"seq\":4,\"ts\":\"2026-11-30T18:41:23.514Z\",\"type\":\"state\",\"from\":\"unknown\","
-	"\"to\":\"pending\",\"detail\":{\"job_uid\":\"e374\"}},"
-	"{\"seq\":5,\"ts\":\"2026-11-30T18:41:23.533Z\",\"type\":\"scheduler_event\",\"from\":null,"
-	"\"to\":null,\"detail\":{\"reason\":\"FailedScheduling\"}},"
-	"{\"seq\":6,\"ts\":\"2026-11-30T18:41:23.733Z\",\"type\":\"scheduler_event\",\"from\":null,"
-	"\"to\":null,\"detail\":{\"reason\":\"Scheduled\"}},"
-	"{\"seq\":7,\"ts\":\"2026-11-30T18:41:23.747Z\",\"type\":\"state\",\"from\":\"pending\","
-	"\"to\":\"running\",\"detail\":null},"
-	"{\"seq\":8,\"ts\":\"2026-11-30T18:41:24.005Z\",\"type\":\"state\",\"from\":\"running\","
-	"\"to\":\"succeeded\",\"detail\":null}"
-	"]";
+    "["
+    "{\"seq\":1,\"ts\":\"2026-11-30T18:41:22.916Z\",\"type\":\"submitted\",\"from\":null,"
+    "\"to\":\"queued\",\"detail\":{\"idempotency_key\":\"k1\"}},"
+    "{\"seq\":2,\"ts\":\"2026-11-30T18:41:22.926Z\",\"type\":\"state\",\"from\":\"queued\","
+    "\"to\":\"creating\",\"detail\":{\"intent\":\"create\"}},"
+    "{\"seq\":3,\"ts\":\"2026-11-30T18:41:23.100Z\",\"type\":\"state\",\"from\":\"creating\","
+    "\"to\":\"unknown\",\"detail\":{\"operation\":\"create_job\"}},"
+    "{\"seq\":4,\"ts\":\"2026-11-30T18:41:23.514Z\",\"type\":\"state\",\"from\":\"unknown\","
+    "\"to\":\"pending\",\"detail\":{\"job_uid\":\"e374\"}},"
+    "{\"seq\":5,\"ts\":\"2026-11-30T18:41:23.533Z\",\"type\":\"scheduler_event\",\"from\":null,"
+    "\"to\":null,\"detail\":{\"reason\":\"FailedScheduling\"}},"
+    "{\"seq\":6,\"ts\":\"2026-11-30T18:41:23.733Z\",\"type\":\"scheduler_event\",\"from\":null,"
+    "\"to\":null,\"detail\":{\"reason\":\"Scheduled\"}},"
+    "{\"seq\":7,\"ts\":\"2026-11-30T18:41:23.747Z\",\"type\":\"state\",\"from\":\"pending\","
+    "\"to\":\"running\",\"detail\":null},"
+    "{\"seq\":8,\"ts\":\"2026-11-30T18:41:24.005Z\",\"type\":\"state\",\"from\":\"running\","
+    "\"to\":\"succeeded\",\"detail\":null}"
+    "]";
 
 TEST(events_give_job_bound_and_unknown)
 {
@@ -200,10 +200,10 @@ TEST(events_give_job_bound_and_unknown)
 TEST(metric_sum_reads_prometheus_text)
 {
 	const char *text = "# TYPE gwb_intents_dead_lettered_total counter\n"
-			   "gwb_intents_dead_lettered_total 3\n"
-			   "gwb_intents_dead_lettered_total_other 100\n"
-			   "gwb_x{reason=\"a\"} 2\n"
-			   "gwb_x{reason=\"b\"} 5\n";
+	                   "gwb_intents_dead_lettered_total 3\n"
+	                   "gwb_intents_dead_lettered_total_other 100\n"
+	                   "gwb_x{reason=\"a\"} 2\n"
+	                   "gwb_x{reason=\"b\"} 5\n";
 	CHECK_INT(verify_metric_sum(text, "gwb_intents_dead_lettered_total"), 3);
 	CHECK_INT(verify_metric_sum(text, "gwb_x"), 7);
 	CHECK_INT(verify_metric_sum(text, "gwb_absent"), -1);
