@@ -334,3 +334,33 @@ TEST_T(gwb_load_unreachable_or_refused_exits_1_clearly, 60)
 	CHECK_INT(json_array_size(json_object_get(r.json, "tasks")), 0);
 	h_resp_free(&r);
 }
+
+/* The open loop starts rate x duration requests whatever the answers (slots 0, 20 ms, ...,
+ * 980 ms), and every submission it counts as accepted is a task on the server. */
+TEST_T(gwb_load_open_loop_sends_its_schedule, 60)
+{
+	struct stack st;
+	stack_start(&st, 0, 40960);
+	char args[1024];
+	snprintf(args, sizeof args,
+	         "--url %s --token " TOK " --rate 50 --duration 1 --connections 2 "
+	         "--mix submit=8,replay=1,cancel=1 --json",
+	         st.srv.proc.url);
+	json_t *s = NULL;
+	int code = load(args, &s);
+	CHECKF(s != NULL, "no summary");
+	CHECK_INT(code, 0);
+	CHECK_STR(json_string_value(jget(s, "run.loop")), "open");
+	CHECK_INT(ji(s, "send.sent"), 50);
+	CHECK_INT(ji(s, "send.answered"), 50);
+	CHECK_INT(ji(s, "operations.submit.sent") + ji(s, "operations.replay.sent") +
+	              ji(s, "operations.cancel.sent"),
+	          50);
+	CHECK_INT(ji(s, "replays.mismatched"), 0);
+	long all, cancelling, unreleased;
+	api_tasks(&st, "cancelling", &all, &cancelling, &unreleased);
+	CHECK_INT(all, ji(s, "tasks.accepted"));
+	CHECK_INT(ji(s, "quota.teams.0.end.active_tasks"), unreleased);
+	CHECK(json_is_null(json_object_get(s, "drain")));
+	json_decref(s);
+}
