@@ -217,8 +217,11 @@ TEST_T(gwb_load_closed_drain_json_matches_the_server, 240)
 
 	/* The end-to-end figures come from the histories of the tasks that got a Job. */
 	CHECK_INT(ji(s, "drain.events_read"), accepted);
-	CHECK(ji(s, "drain.intent_to_job_ms.count") >= ji(s, "drain.states.succeeded"));
-	CHECK(ji(s, "drain.job_to_pod_ms.count") >= 1);
+	CHECK(ji(s, "drain.intent_to_job_ms.count") >= all - cancelled); /* the succeeded ones */
+	/* A binding is known only when the server recorded the scheduler's event or saw the Pod
+	 * running, which a 1 s task can outrun: no count is promised, only that each binding
+	 * follows a Job. */
+	CHECK(ji(s, "drain.job_to_pod_ms.count") <= ji(s, "drain.intent_to_job_ms.count"));
 	CHECK_STR(json_string_value(jget(s, "dead_letters.source")), "redis");
 	CHECK_INT(ji(s, "dead_letters.during_run"), 0);
 	int ok;
