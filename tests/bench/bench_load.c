@@ -149,6 +149,14 @@ static void report(const json_t *s, long tasks, double bound)
 	const json_t *end = jpath(json_object_get(team, "end"), "reserved", "gpu_memory_mib");
 	printf("  quota: %.0f samples, %.0f over the quota; reserved at the end %.0f MiB\n",
 	       jd(s, "quota", "samples"), jd(s, "quota", "over"), json_number_value(end));
+	const json_t *m = json_object_get(s, "server_metrics");
+	if (json_is_integer(json_object_get(m, "kube_requests_inflight_max")))
+		printf(
+		    "  server: Kubernetes requests in flight at most %.0f, queued at most %.0f\n",
+		    jd(m, "kube_requests_inflight_max", NULL),
+		    jd(m, "kube_request_queue_depth_max", NULL));
+	else
+		printf("  server: no gwb_kube_requests_inflight on /metrics\n");
 	size_t i;
 	json_t *c;
 	json_array_foreach (json_object_get(s, "checks"), i, c)

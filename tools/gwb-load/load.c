@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "tools/gwb-load/verify.h"
 
 static const char *const states[] = {"queued", "creating",   "pending",   "running", "succeeded",
                                      "failed", "cancelling", "cancelled", "unknown"};
@@ -215,6 +216,29 @@ static void sample_quota(struct load *l)
 	}
 }
 
+static void on_metrics(const struct client_result *res, void *arg)
+{
+	struct load *l = arg;
+	l->metrics_inflight = 0;
+	if (res->status != 200)
+		return;
+	l->metrics_samples++;
+	long inflight = verify_metric_sum(res->body, "gwb_kube_requests_inflight");
+	long depth = verify_metric_sum(res->body, "gwb_kube_request_queue_depth");
+	if (inflight > l->kube_inflight_max)
+		l->kube_inflight_max = inflight;
+	if (depth > l->kube_queue_max)
+		l->kube_queue_max = depth;
+}
+
+static void sample_metrics(struct load *l)
+{
+	if (l->metrics_inflight)
+		return;
+	if (client_send(l->sampler, "GET", "/metrics", NULL, NULL, on_metrics, l) == 0)
+		l->metrics_inflight = 1;
+}
+
 /* ---- the tick ---- */
 
 static void progress(struct load *l)
@@ -244,6 +268,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		return;
 	progress(l);
 	sample_quota(l);
+	sample_metrics(l);
 }
 
 static void on_sigint(evutil_socket_t fd, short what, void *arg)
@@ -280,6 +305,7 @@ int load_init(struct load *l, const struct load_opts *o, char *err, size_t errle
 	snprintf(l->run_id, sizeof l->run_id, "gwbload-%lx%04x", (unsigned long)ts.tv_sec,
 	         (unsigned)((ts.tv_nsec / 1000) ^ (unsigned)getpid()) & 0xffffu);
 	l->index = json_object();
+	l->kube_inflight_max = l->kube_queue_max = -1;
 	for (int i = 0; i < OP_COUNT; i++)
 		hist_init(&l->ops[i].lat);
 	hist_init(&l->drain.intent_to_job);

@@ -93,6 +93,11 @@ struct load {
 	json_t *index; /* task id -> index into tasks */
 	struct load_team teams[OPTS_TEAMS_MAX];
 	long quota_sample_errors;
+	/* The server's flow-control gauges scraped from /metrics each second, when it has them
+	 * (-1: never seen). */
+	long metrics_samples;
+	long kube_inflight_max, kube_queue_max;
+	int metrics_inflight;
 	struct load_drain drain;
 	struct load_dead dead;
 };

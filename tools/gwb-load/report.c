@@ -215,6 +215,13 @@ json_t *report_build(const struct load *l)
 	json_object_set_new(s, "quota", quota);
 	json_object_set_new(s, "drain", drain_json(l));
 	json_object_set_new(s, "dead_letters", dead_json(l));
+	json_object_set_new(
+	    s, "server_metrics",
+	    json_pack("{s:I, s:o, s:o}", "samples", (json_int_t)l->metrics_samples,
+	              "kube_requests_inflight_max",
+	              l->kube_inflight_max >= 0 ? json_integer(l->kube_inflight_max) : json_null(),
+	              "kube_request_queue_depth_max",
+	              l->kube_queue_max >= 0 ? json_integer(l->kube_queue_max) : json_null()));
 	json_object_set_new(s, "checks", checks);
 	json_object_set_new(s, "passed", json_boolean(passed));
 	return s;
@@ -339,6 +346,14 @@ void report_print_text(const json_t *s, FILE *f)
 		        json_string_value(json_object_get(dl, "source")));
 	else
 		fprintf(f, "dead letters: not available\n");
+	const json_t *m = json_object_get(s, "server_metrics");
+	if (json_is_integer(json_object_get(m, "kube_requests_inflight_max")))
+		fprintf(f,
+		        "server: Kubernetes requests in flight at most %lld, queued at most %lld "
+		        "(%lld scrapes of /metrics)\n",
+		        (long long)ji(m, "kube_requests_inflight_max"),
+		        (long long)ji(m, "kube_request_queue_depth_max"),
+		        (long long)ji(m, "samples"));
 	json_array_foreach (json_object_get(s, "checks"), i, t)
 		fprintf(f, "check %-20s %s  %s\n", json_string_value(json_object_get(t, "name")),
 		        json_is_true(json_object_get(t, "skipped")) ? "skip"
