@@ -41,12 +41,12 @@ void api_metrics(struct req *r)
 	evbuffer_add_printf(b, "# TYPE gwb_build_info gauge\ngwb_build_info{version=\"%s\","
 			       "mode=\"%s\"} 1\n",
 			    GWB_VERSION, srv->cfg->mode);
-	int64_t counts[16];
+	int64_t counts[TASK_NSTATES];
 	if (store_task_state_counts(srv->store, counts) == 0) {
 		evbuffer_add_printf(b, "# TYPE gwb_tasks gauge\n");
-		for (int i = 0; store_task_states[i]; i++)
-			evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n", store_task_states[i],
-					    (long long)counts[i]);
+		for (int i = 0; i < TASK_NSTATES; i++)
+			evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n",
+					    task_state_name((enum task_state)i), (long long)counts[i]);
 	}
 	json_t *teams = store_teams_json(srv->store); /* team names are DNS labels: no escaping */
 	team_lines(b, teams);

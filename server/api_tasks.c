@@ -242,13 +242,8 @@ void api_tasks_list(struct req *r)
 	int64_t limit = LIST_LIMIT_DEFAULT, cursor = 0;
 	if (team && !api_valid_team(team))
 		return http_reply_invalid_field(r, "team", "must be a team name");
-	if (state) {
-		int ok = 0;
-		for (const char *const *s = store_task_states; *s; s++)
-			ok |= strcmp(*s, state) == 0;
-		if (!ok)
-			return http_reply_invalid_field(r, "state", "must be a task state");
-	}
+	if (state && task_state_parse(state) == TASK_NONE)
+		return http_reply_invalid_field(r, "state", "must be a task state");
 	if (query_int(r, "limit", 1, LIST_LIMIT_MAX, &limit) < 0 ||
 	    query_int(r, "cursor", 1, INT64_MAX, &cursor) < 0)
 		return;

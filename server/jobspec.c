@@ -5,12 +5,7 @@
 #include <string.h>
 
 #include "lib/quantity.h"
-
-char *jobspec_name(const char *task_id, char *out, size_t len)
-{
-	snprintf(out, len, "gwb-%s", task_id);
-	return out;
-}
+#include "server/task.h"
 
 static json_t *labels(const struct jobspec_in *in, int pod)
 {
@@ -59,7 +54,7 @@ static json_t *container(const struct jobspec_in *in)
 json_t *jobspec_build(const struct jobspec_in *in)
 {
 	char name[64];
-	jobspec_name(in->task_id, name, sizeof name);
+	task_job_name(in->task_id, name, sizeof name);
 	json_t *podspec = json_pack(
 		"{s:s, s:s, s:i, s:[o], s:[{s:s, s:{s:[{s:s, s:{s:s}}]}}]}", "schedulerName",
 		"koord-scheduler", "restartPolicy", "Never", "terminationGracePeriodSeconds", 10,

@@ -77,6 +77,11 @@ struct reconciler {
 	char ns[64];
 };
 
+static int state_is_final(const char *state)
+{
+	return task_state_is(task_state_parse(state), TASK_FINAL);
+}
+
 /* ---- small JSON accessors ---- */
 
 static json_t *jpath(const json_t *o, const char *a, const char *b)
@@ -391,7 +396,7 @@ static void view_build(struct reconciler *r, const struct task_row *row, struct 
 {
 	const char *id = row->id;
 	char name[64];
-	jobspec_name(id, name, sizeof name);
+	task_job_name(id, name, sizeof name);
 	json_t *job = json_object_get(r->jobs.map, name);
 	v->job = job && jobspec_is_ours(job, id) ? job : NULL;
 	const char *gone = jstr(r->gone, id, NULL);
@@ -477,7 +482,7 @@ static void diagnose(struct reconciler *r, struct task_row *row)
  * cancelling (only the release does that). */
 static void observe(struct reconciler *r, struct task_row *row, const struct view *v)
 {
-	int final = store_state_is_final(row->state);
+	int final = state_is_final(row->state);
 	if (v->job) {
 		const char *uid = jstr(v->job, "metadata", "uid");
 		snprintf(row->job_uid, sizeof row->job_uid, "%s", uid ? uid : "");
@@ -565,7 +570,7 @@ static const char *job_settled(const struct task_row *row, const struct view *v,
 	}
 	if (v->job_gone) {
 		*final = cancel ? "cancelled"
-			 : store_state_is_final(row->state) ? row->state
+			 : state_is_final(row->state) ? row->state
 			 : json_array_size(v->pods) && pods_all_succeeded(v) ? "succeeded"
 									       : "failed";
 		return "job_gone";
@@ -668,7 +673,7 @@ static void set_state(struct reconciler *r, const char *id, const char *state, c
 		      json_t *detail)
 {
 	struct task_row row;
-	if (store_task_load(r->srv->store, id, &row) == 0 && !store_state_is_final(row.state) &&
+	if (store_task_load(r->srv->store, id, &row) == 0 && !state_is_final(row.state) &&
 	    strcmp(row.state, "cancelling") != 0) {
 		char expected[16];
 		snprintf(expected, sizeof expected, "%s", row.state);
@@ -822,7 +827,7 @@ static void on_get(void *arg, const struct kube_result *res)
 			waiters_fire(o, 0);
 			return;
 		}
-		if (!store_state_is_final(row.state))
+		if (!state_is_final(row.state))
 			return start_post(r, o, &row);
 		op_done_common(r, o);
 		waiters_fire(o, 0);
@@ -835,7 +840,7 @@ static void start_get(struct reconciler *r, struct rop *o)
 {
 	char path[256], name[64];
 	snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", r->ns,
-		 jobspec_name(o->id, name, sizeof name));
+		 task_job_name(o->id, name, sizeof name));
 	o->op = OP_GET;
 	o->req = kube_request(r->kube, "GET", path, NULL, NULL,
 			      (int)r->srv->cfg->kube_request_timeout_ms, on_get, o);
@@ -865,7 +870,7 @@ static void start_patch_suspend(struct reconciler *r, struct rop *o)
 {
 	char path[256], name[64];
 	snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", r->ns,
-		 jobspec_name(o->id, name, sizeof name));
+		 task_job_name(o->id, name, sizeof name));
 	json_t *patch = json_pack("{s:{s:b}}", "spec", "suspend", 1);
 	o->op = OP_PATCH_SUSPEND;
 	o->req = kube_request(r->kube, "PATCH", path, patch, "application/merge-patch+json",
@@ -893,7 +898,7 @@ static void act(struct reconciler *r, struct rop *o, const struct task_row *row,
 		const struct view *v)
 {
 	int cancel = row->cancel_requested || strcmp(row->state, "cancelling") == 0;
-	int final = store_state_is_final(row->state);
+	int final = state_is_final(row->state);
 	if (release_candidate(r, row, v))
 		return start_list_pods(r, o);
 	if (row->released || v->job_gone)
@@ -945,7 +950,7 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 	json_decref(v.pods);
 	if (o->op == OP_NONE)
 		waiters_fire(o, 0);
-	if (o->op == OP_NONE && o->nwaiters == 0 && store_state_is_final(row.state) && row.released)
+	if (o->op == OP_NONE && o->nwaiters == 0 && state_is_final(row.state) && row.released)
 		rop_drop(r, id);
 }
 

@@ -9,18 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/task.h"
+
 struct store;
-
-/* Task states as stored and as the API names them. */
-#define TASK_STATES(X)                                                                         \
-	X(QUEUED, "queued") X(CREATING, "creating") X(PENDING, "pending") X(RUNNING, "running") \
-	X(SUCCEEDED, "succeeded") X(FAILED, "failed") X(CANCELLING, "cancelling")               \
-	X(CANCELLED, "cancelled") X(UNKNOWN, "unknown")
-
-/* NULL-terminated list of the state names, for validation. */
-extern const char *const store_task_states[];
-/* 1 when state is final (succeeded, failed, cancelled). */
-int store_state_is_final(const char *state);
 
 /* Opens (creating if needed) the database at path, enables WAL and foreign keys, sets the busy
  * time-out, and runs pending migrations. Returns 0 and *out (caller frees with store_close), or
@@ -95,8 +86,8 @@ json_t *store_teams_json(struct store *s);
 /* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
 
-/* Number of tasks in each state, in the order of store_task_states (counts has room for
- * every state). 0 or GWB_EDB. */
+/* Number of tasks in each state, indexed by enum task_state (counts has room for
+ * TASK_NSTATES). 0 or GWB_EDB. */
 int store_task_state_counts(struct store *s, int64_t *counts);
 
 /* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
@@ -149,10 +140,11 @@ int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const 
 			     int64_t now_ms);
 
 /* Requests the cancel of task id, durably: state "cancelling", cancel_requested_at, an outbox
- * row of kind "cancel" and a task event, in one transaction. A task already cancelling or
- * final is left as it is. state receives the task's state afterwards; *changed is 1 when this
- * call wrote the request. 0, GWB_ENOTFOUND, GWB_EBUSY or GWB_EDB. */
-int store_task_cancel(struct store *s, const char *id, int64_t now_ms, char *state, size_t len,
+ * row of kind "cancel" and a task event, in one transaction. A task that is not cancellable
+ * (already cancelling, or final) is left as it is. *state receives the task's state
+ * afterwards; *changed is 1 when this call wrote the request. 0, GWB_ENOTFOUND, GWB_EBUSY or
+ * GWB_EDB. */
+int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,
 		      int *changed);
 
 #endif

@@ -34,6 +34,16 @@ int store_step_done(struct store *s, sqlite3_stmt *st);
  * (borrowed). 0 or GWB_EDB. */
 int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
 		    const char *from_state, const char *to_state, const json_t *detail);
+/* Reads task id's state inside the caller's transaction. 0, GWB_ENOTFOUND or GWB_EDB (also
+ * for a stored name that is not a state). */
+int store_state_get(struct store *s, const char *id, enum task_state *out);
+/* The store's guard on the lifecycle: 0 when task id may move from one state to the other;
+ * otherwise logs the refusal and returns GWB_ESTATE (the caller rolls back). */
+int store_state_check(const char *id, enum task_state from, enum task_state to);
+/* Binds, as parameter idx, the JSON array of the states that have every flag in with and
+ * none in without (task_states_json), for "state IN (SELECT value FROM json_each(?))": the
+ * SQL lists of states come from the lifecycle table, never written by hand. */
+void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned without);
 /* Binds text or NULL. */
 void store_bind_text(sqlite3_stmt *st, int idx, const char *v);
 /* Column text or NULL. */

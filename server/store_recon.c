@@ -67,10 +67,11 @@ int store_tasks_active(struct store *s, json_t **ids)
 	 * what is active, not what the history holds. */
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT t.id FROM tasks t WHERE t.id IN (SELECT id FROM tasks WHERE state IN "
-		   "('queued', 'creating', 'pending', 'running', 'cancelling', 'unknown') UNION "
+		   "(SELECT value FROM json_each(?1)) UNION "
 		   "SELECT task_id FROM reservations WHERE released = 0) ORDER BY t.seq");
 	if (!st)
 		return GWB_EDB;
+	store_bind_states(st, 1, TASK_ACTIVE, 0);
 	json_t *arr = json_array();
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -109,6 +110,8 @@ int store_task_observe(struct store *s, const struct task_row *row, const char *
 		rc = GWB_ECONFLICT;
 		goto out;
 	}
+	if ((rc = store_state_check(row->id, task_state_parse(cur), task_state_parse(row->state))))
+		goto out;
 	st = store_stmt(s, "UPDATE tasks SET state = ?, job_uid = ?, job_suspended = ?, "
 			   "pod_name = ?, pod_uid = ?, pod_node = ?, pod_phase = ?, exit_code = ?, "
 			   "reason = ?, allocation = ?, pending_message = ?, pending_diagnosis = ?, "
@@ -219,6 +222,9 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	if ((rc = store_step_done(s, st)))
 		goto out;
 	if (final_state && strcmp(final_state, state) != 0) {
+		rc = store_state_check(id, task_state_parse(state), task_state_parse(final_state));
+		if (rc)
+			goto out;
 		st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?");
 		if (!st) {
 			rc = GWB_EDB;

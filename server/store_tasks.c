@@ -71,12 +71,12 @@ static int insert_task(struct store *s, const struct task_req *req, const char *
 	for (int attempt = 0; attempt < 4; attempt++) {
 		store_new_task_id(id);
 		char job[32];
-		snprintf(job, sizeof job, "gwb-%s", id);
+		task_job_name(id, job, sizeof job);
 		sqlite3_stmt *st = store_stmt(
 			s, "INSERT INTO tasks (id, team, name, state, gpu_memory_mib, "
 			   "gpu_core_percent, gpu_count, duration_seconds, qos, experiment, "
 			   "idempotency_key, job_name, created_at, updated_at) VALUES "
-			   "(?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+			   "(?1, ?2, ?3, ?14, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
 		if (!st)
 			return GWB_EDB;
 		store_bind_text(st, 1, id);
@@ -92,6 +92,7 @@ static int insert_task(struct store *s, const struct task_req *req, const char *
 		store_bind_text(st, 11, job);
 		sqlite3_bind_int64(st, 12, now_ms);
 		sqlite3_bind_int64(st, 13, now_ms);
+		store_bind_text(st, 14, task_state_name(TASK_QUEUED));
 		int rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		if (rc == SQLITE_DONE)
@@ -163,7 +164,8 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	json_t *detail = json_pack("{s:I, s:I, s:s*}", "reserved_gpu_memory_mib",
 				   (json_int_t)res->req_mem, "reserved_gpu_core_percent",
 				   (json_int_t)res->req_core, "idempotency_key", key);
-	rc = store_event_add(s, id, now_ms, "submitted", NULL, "queued", detail);
+	rc = store_event_add(s, id, now_ms, "submitted", NULL, task_state_name(TASK_QUEUED),
+			    detail);
 	json_decref(detail);
 	return rc;
 }
@@ -418,18 +420,16 @@ int store_idem_purge(struct store *s, int64_t now_ms, int *purged)
 
 int store_task_state_counts(struct store *s, int64_t *counts)
 {
-	size_t n = 0;
-	while (store_task_states[n])
-		counts[n++] = 0;
+	for (int i = 0; i < TASK_NSTATES; i++)
+		counts[i] = 0;
 	sqlite3_stmt *st = store_stmt(s, "SELECT state, COUNT(*) FROM tasks GROUP BY state");
 	if (!st)
 		return GWB_EDB;
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *state = store_col_text(st, 0);
-		for (size_t i = 0; i < n; i++)
-			if (state && strcmp(store_task_states[i], state) == 0)
-				counts[i] = sqlite3_column_int64(st, 1);
+		enum task_state state = task_state_parse(store_col_text(st, 0));
+		if (state != TASK_NONE)
+			counts[state] = sqlite3_column_int64(st, 1);
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : GWB_EDB;
