@@ -13,6 +13,7 @@
 #include "lib/devalloc.h"
 #include "lib/err.h"
 #include "lib/jsonx.h"
+#include "lib/kobj.h"
 #include "lib/log.h"
 #include "server/diagnose.h"
 #include "server/informer.h"
@@ -80,56 +81,6 @@ struct reconciler {
 static int state_is_final(const char *state)
 {
 	return task_state_is(task_state_parse(state), TASK_FINAL);
-}
-
-/* ---- small JSON accessors ---- */
-
-static json_t *jpath(const json_t *o, const char *a, const char *b)
-{
-	json_t *x = json_object_get(o, a);
-	return b ? json_object_get(x, b) : x;
-}
-
-static const char *jstr(const json_t *o, const char *a, const char *b)
-{
-	json_t *v = jpath(o, a, b);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static const char *obj_name(const json_t *o)
-{
-	return jstr(o, "metadata", "name");
-}
-
-/* 1 when the object has a condition of type with status "True". */
-static int cond_true(const json_t *o, const char *type)
-{
-	size_t i;
-	json_t *c;
-	json_array_foreach(jpath(o, "status", "conditions"), i, c) {
-		const char *t = jstr(c, "type", NULL), *s = jstr(c, "status", NULL);
-		if (t && s && strcmp(t, type) == 0 && strcmp(s, "True") == 0)
-			return 1;
-	}
-	return 0;
-}
-
-static const json_t *condition(const json_t *o, const char *type)
-{
-	size_t i;
-	json_t *c;
-	json_array_foreach(jpath(o, "status", "conditions"), i, c) {
-		const char *t = jstr(c, "type", NULL);
-		if (t && strcmp(t, type) == 0)
-			return c;
-	}
-	return NULL;
-}
-
-static int pod_terminal(const json_t *pod)
-{
-	const char *p = jstr(pod, "status", "phase");
-	return p && (strcmp(p, "Succeeded") == 0 || strcmp(p, "Failed") == 0);
 }
 
 /* ---- per-task operations ---- */
@@ -205,7 +156,7 @@ static void pic_list_begin(struct picture *p)
 
 static void pic_upsert(struct picture *p, json_t *obj)
 {
-	const char *name = obj_name(obj);
+	const char *name = kobj_name(obj);
 	if (!name)
 		return;
 	json_object_set_new(p->map, name, json_deep_copy(obj));
@@ -242,21 +193,21 @@ static void pod_gone(struct reconciler *r, json_t *pod)
 	if (!task)
 		return;
 	note(r, task, "pod_deleted",
-	     json_pack("{s:s?, s:s?, s:s?, s:s?}", "pod", obj_name(pod), "uid",
-		       jstr(pod, "metadata", "uid"), "last_phase", jstr(pod, "status", "phase"),
+	     json_pack("{s:s?, s:s?, s:s?, s:s?}", "pod", kobj_name(pod), "uid",
+		       kobj_uid(pod), "last_phase", kobj_phase(pod),
 		       "observed_at_rv", informer_rv(r->pods_inf)));
 	mark_dirty(r, task);
 }
 
 static void job_gone(struct reconciler *r, json_t *job)
 {
-	const char *task = jobspec_task_of(job), *uid = jstr(job, "metadata", "uid");
+	const char *task = jobspec_task_of(job), *uid = kobj_uid(job);
 	if (!task)
 		return;
 	if (uid)
 		json_object_set_new(r->gone, task, json_string(uid));
 	note(r, task, "job_deleted",
-	     json_pack("{s:s?, s:s?, s:s?}", "job", obj_name(job), "uid", uid, "observed_at_rv",
+	     json_pack("{s:s?, s:s?, s:s?}", "job", kobj_name(job), "uid", uid, "observed_at_rv",
 		       informer_rv(r->jobs_inf)));
 	mark_dirty(r, task);
 }
@@ -277,7 +228,7 @@ static void kind_upsert(void *arg, json_t *obj)
 static void kind_remove(void *arg, json_t *obj)
 {
 	struct kind *k = arg;
-	const char *name = obj_name(obj);
+	const char *name = kobj_name(obj);
 	/* Report the last state we saw, which the DELETED event may not repeat. */
 	json_t *last = name ? json_incref(json_object_get(k->pic->map, name)) : NULL;
 	if (name)
@@ -306,8 +257,8 @@ static const struct informer_ops kind_ops = { kind_list_begin, kind_upsert, kind
 static void event_upsert(void *arg, json_t *ev)
 {
 	struct reconciler *r = arg;
-	const char *reason = jstr(ev, "reason", NULL), *kind = jstr(ev, "involvedObject", "kind");
-	const char *pod = jstr(ev, "involvedObject", "name"), *uid = jstr(ev, "metadata", "uid");
+	const char *reason = kobj_str(ev, "reason"), *kind = kobj_pstr(ev, "involvedObject", "kind");
+	const char *pod = kobj_pstr(ev, "involvedObject", "name"), *uid = kobj_uid(ev);
 	if (!reason || !kind || !pod || !uid || strcmp(kind, "Pod") != 0 ||
 	    (strcmp(reason, "FailedScheduling") != 0 && strcmp(reason, "Scheduled") != 0))
 		return;
@@ -324,7 +275,7 @@ static void event_upsert(void *arg, json_t *ev)
 	json_object_set_new(r->sched_seen, uid, json_integer(count));
 	note(r, task, "scheduler_event",
 	     json_pack("{s:s, s:s?, s:s?, s:s, s:I}", "reason", reason, "message",
-		       jstr(ev, "message", NULL), "type", jstr(ev, "type", NULL), "pod", pod,
+		       kobj_str(ev, "message"), "type", kobj_str(ev, "type"), "pod", pod,
 		       "count", count));
 	mark_dirty(r, task);
 }
@@ -337,7 +288,7 @@ static void event_nop(void *arg)
 static void event_remove(void *arg, json_t *ev)
 {
 	struct reconciler *r = arg;
-	const char *uid = jstr(ev, "metadata", "uid");
+	const char *uid = kobj_uid(ev);
 	if (uid)
 		json_object_del(r->sched_seen, uid);
 }
@@ -399,7 +350,7 @@ static void view_build(struct reconciler *r, const struct task_row *row, struct 
 	task_job_name(id, name, sizeof name);
 	json_t *job = json_object_get(r->jobs.map, name);
 	v->job = job && jobspec_is_ours(job, id) ? job : NULL;
-	const char *gone = jstr(r->gone, id, NULL);
+	const char *gone = kobj_str(r->gone, id);
 	v->job_gone = !v->job && row->job_uid[0] && gone && strcmp(gone, row->job_uid) == 0;
 	v->pods = json_array();
 	v->newest = NULL;
@@ -411,9 +362,9 @@ static void view_build(struct reconciler *r, const struct task_row *row, struct 
 		if (!t || strcmp(t, id) != 0)
 			continue;
 		json_array_append(v->pods, pod);
-		v->all_terminal &= pod_terminal(pod);
-		const char *ts = jstr(pod, "metadata", "creationTimestamp");
-		const char *best = v->newest ? jstr(v->newest, "metadata", "creationTimestamp") : NULL;
+		v->all_terminal &= kobj_pod_terminal(pod);
+		const char *ts = kobj_created(pod);
+		const char *best = v->newest ? kobj_created(v->newest) : NULL;
 		if (!v->newest || (ts && best && strcmp(ts, best) > 0))
 			v->newest = pod;
 	}
@@ -424,7 +375,7 @@ static int pods_all_succeeded(const struct view *v)
 	size_t i;
 	json_t *p;
 	json_array_foreach(v->pods, i, p) {
-		const char *ph = jstr(p, "status", "phase");
+		const char *ph = kobj_phase(p);
 		if (!ph || strcmp(ph, "Succeeded") != 0)
 			return 0;
 	}
@@ -433,26 +384,26 @@ static int pods_all_succeeded(const struct view *v)
 
 static void observe_pod(struct task_row *row, const json_t *pod)
 {
-	snprintf(row->pod_name, sizeof row->pod_name, "%s", obj_name(pod) ? obj_name(pod) : "");
-	const char *uid = jstr(pod, "metadata", "uid"), *node = jstr(pod, "spec", "nodeName");
-	const char *phase = jstr(pod, "status", "phase");
+	snprintf(row->pod_name, sizeof row->pod_name, "%s", kobj_name(pod) ? kobj_name(pod) : "");
+	const char *uid = kobj_uid(pod), *node = kobj_pstr(pod, "spec", "nodeName");
+	const char *phase = kobj_phase(pod);
 	snprintf(row->pod_uid, sizeof row->pod_uid, "%s", uid ? uid : "");
 	snprintf(row->pod_node, sizeof row->pod_node, "%s", node ? node : "");
 	snprintf(row->pod_phase, sizeof row->pod_phase, "%s", phase ? phase : "");
-	const char *alloc = jstr(jpath(pod, "metadata", "annotations"), DEVALLOC_ANNOTATION, NULL);
+	const char *alloc = kobj_annotation(pod, DEVALLOC_ANNOTATION);
 	snprintf(row->allocation, sizeof row->allocation, "%s", alloc ? alloc : "");
-	json_t *cs = json_array_get(jpath(pod, "status", "containerStatuses"), 0);
+	json_t *cs = json_array_get(kobj_path(pod, "status", "containerStatuses"), 0);
 	json_t *term = json_object_get(json_object_get(cs, "state"), "terminated");
 	if (json_is_object(term)) {
 		row->has_exit_code = 1;
 		row->exit_code = json_integer_value(json_object_get(term, "exitCode"));
-		const char *reason = jstr(term, "reason", NULL);
+		const char *reason = kobj_str(term, "reason");
 		if (row->exit_code == 42)
 			reason = "simulated_limit_rejected"; /* the worker's ledger refused */
 		snprintf(row->reason, sizeof row->reason, "%s", reason ? reason : "");
 	}
-	const json_t *sched = condition(pod, "PodScheduled");
-	const char *st = jstr(sched, "status", NULL), *msg = jstr(sched, "message", NULL);
+	const json_t *sched = kobj_condition(pod, "PodScheduled");
+	const char *st = kobj_str(sched, "status"), *msg = kobj_str(sched, "message");
 	if (st && strcmp(st, "False") == 0 && msg)
 		snprintf(row->pending_message, sizeof row->pending_message, "%s", msg);
 	else
@@ -484,9 +435,9 @@ static void observe(struct reconciler *r, struct task_row *row, const struct vie
 {
 	int final = state_is_final(row->state);
 	if (v->job) {
-		const char *uid = jstr(v->job, "metadata", "uid");
+		const char *uid = kobj_uid(v->job);
 		snprintf(row->job_uid, sizeof row->job_uid, "%s", uid ? uid : "");
-		row->job_suspended = json_is_true(jpath(v->job, "spec", "suspend"));
+		row->job_suspended = kobj_suspended(v->job);
 	}
 	if (v->newest)
 		observe_pod(row, v->newest);
@@ -495,16 +446,16 @@ static void observe(struct reconciler *r, struct task_row *row, const struct vie
 	if (final || row->cancel_requested || strcmp(row->state, "cancelling") == 0)
 		goto diag;
 	if (v->job) {
-		if (cond_true(v->job, "Complete")) {
+		if (kobj_condition_true(v->job, "Complete")) {
 			snprintf(row->state, sizeof row->state, "succeeded");
-		} else if (cond_true(v->job, "Failed")) {
+		} else if (kobj_condition_true(v->job, "Failed")) {
 			snprintf(row->state, sizeof row->state, "failed");
 			if (!row->reason[0]) {
-				const char *why = jstr(condition(v->job, "Failed"), "reason", NULL);
+				const char *why = kobj_str(kobj_condition(v->job, "Failed"), "reason");
 				snprintf(row->reason, sizeof row->reason, "%s", why ? why : "Failed");
 			}
-		} else if (v->newest && jstr(v->newest, "status", "phase") &&
-			   strcmp(jstr(v->newest, "status", "phase"), "Running") == 0) {
+		} else if (v->newest && kobj_phase(v->newest) &&
+			   strcmp(kobj_phase(v->newest), "Running") == 0) {
 			snprintf(row->state, sizeof row->state, "running");
 		} else {
 			snprintf(row->state, sizeof row->state, "pending");
@@ -537,12 +488,12 @@ static json_t *job_evidence(const json_t *job)
 	json_t *conds = json_array();
 	static const char *const types[] = { "Complete", "Failed", "Suspended", NULL };
 	for (const char *const *t = types; *t; t++)
-		if (cond_true(job, *t))
+		if (kobj_condition_true(job, *t))
 			json_array_append_new(conds, json_string(*t));
-	return json_pack("{s:s?, s:s?, s:s?, s:b, s:o}", "name", obj_name(job), "uid",
-			 jstr(job, "metadata", "uid"), "resource_version",
-			 jstr(job, "metadata", "resourceVersion"), "suspended",
-			 json_is_true(jpath(job, "spec", "suspend")), "conditions", conds);
+	return json_pack("{s:s?, s:s?, s:s?, s:b, s:o}", "name", kobj_name(job), "uid",
+			 kobj_uid(job), "resource_version",
+			 kobj_rv(job), "suspended",
+			 kobj_suspended(job), "conditions", conds);
 }
 
 /* Whether the Job side lets the task end: finished, suspended with the suspension processed
@@ -553,16 +504,16 @@ static const char *job_settled(const struct task_row *row, const struct view *v,
 {
 	int cancel = row->cancel_requested || strcmp(row->state, "cancelling") == 0;
 	if (v->job) {
-		if (cond_true(v->job, "Complete")) {
+		if (kobj_condition_true(v->job, "Complete")) {
 			*final = cancel ? "cancelled" : "succeeded";
 			return "job_complete";
 		}
-		if (cond_true(v->job, "Failed")) {
+		if (kobj_condition_true(v->job, "Failed")) {
 			*final = cancel ? "cancelled" : "failed";
 			return "job_failed";
 		}
-		if (cancel && json_is_true(jpath(v->job, "spec", "suspend")) &&
-		    cond_true(v->job, "Suspended")) {
+		if (cancel && kobj_suspended(v->job) &&
+		    kobj_condition_true(v->job, "Suspended")) {
 			*final = "cancelled";
 			return "job_suspended";
 		}
@@ -611,13 +562,13 @@ static void on_list_pods(void *arg, const struct kube_result *res)
 	size_t i;
 	json_t *p;
 	json_array_foreach(items, i, p) {
-		int term = pod_terminal(p);
+		int term = kobj_pod_terminal(p);
 		running += !term;
 		json_array_append_new(
-			listed, json_pack("{s:s?, s:s?, s:s?, s:b}", "name", obj_name(p), "uid",
-					  jstr(p, "metadata", "uid"), "phase",
-					  jstr(p, "status", "phase"), "terminating",
-					  jpath(p, "metadata", "deletionTimestamp") != NULL));
+			listed, json_pack("{s:s?, s:s?, s:s?, s:b}", "name", kobj_name(p), "uid",
+					  kobj_uid(p), "phase",
+					  kobj_phase(p), "terminating",
+					  kobj_deleting(p)));
 	}
 	if (!why || running || !picture_fresh(r)) {
 		json_decref(listed);
@@ -628,7 +579,7 @@ static void on_list_pods(void *arg, const struct kube_result *res)
 	}
 	json_t *ev = json_pack("{s:s, s:o, s:o, s:s?, s:s, s:s, s:s}", "proof", why, "job",
 			       job_evidence(v.job), "pods_listed", listed, "pods_list_rv",
-			       jstr(res->body, "metadata", "resourceVersion"), "jobs_watch_rv",
+			       kobj_rv(res->body), "jobs_watch_rv",
 			       informer_rv(r->jobs_inf), "pods_watch_rv", informer_rv(r->pods_inf),
 			       "note",
 			       "every Pod labelled with the task is listed; none is running; Pods "
@@ -721,13 +672,13 @@ static void op_failed(struct reconciler *r, struct rop *o, const char *what,
 static void adopt(struct reconciler *r, struct rop *o, const json_t *job)
 {
 	struct task_row row;
-	const char *uid = jstr(job, "metadata", "uid");
+	const char *uid = kobj_uid(job);
 	if (uid && store_task_load(r->srv->store, o->id, &row) == 0 &&
 	    strcmp(row.job_uid, uid) != 0) {
 		char expected[16];
 		snprintf(expected, sizeof expected, "%s", row.state);
 		snprintf(row.job_uid, sizeof row.job_uid, "%s", uid);
-		row.job_suspended = json_is_true(jpath(job, "spec", "suspend"));
+		row.job_suspended = kobj_suspended(job);
 		if (strcmp(row.state, "unknown") == 0 || strcmp(row.state, "creating") == 0)
 			snprintf(row.state, sizeof row.state, "pending");
 		json_t *d = json_pack("{s:s}", "job_uid", uid);
@@ -747,7 +698,7 @@ static void on_post(void *arg, const struct kube_result *res)
 	struct reconciler *r = o->r;
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
 		log_info("recon", "job_created", "task=%s uid=%s", o->id,
-			 log_q(jstr(res->body, "metadata", "uid")));
+			 log_q(kobj_uid(res->body)));
 		return adopt(r, o, res->body);
 	}
 	if (res->outcome == KUBE_REJECTED && res->status == 409) {
@@ -802,8 +753,8 @@ static void on_get(void *arg, const struct kube_result *res)
 			backoff(o, clock_now_ms());
 			return;
 		}
-		json_t *d = json_pack("{s:s?, s:O?}", "job_uid", jstr(res->body, "metadata", "uid"),
-				      "labels", jpath(res->body, "metadata", "labels"));
+		json_t *d = json_pack("{s:s?, s:O?}", "job_uid", kobj_uid(res->body),
+				      "labels", kobj_path(res->body, "metadata", "labels"));
 		set_state(r, o->id, "unknown", "job_name_conflict", d);
 		o->op = OP_NONE;
 		backoff(o, clock_now_ms());
@@ -903,7 +854,7 @@ static void act(struct reconciler *r, struct rop *o, const struct task_row *row,
 		return start_list_pods(r, o);
 	if (row->released || v->job_gone)
 		return;
-	if (cancel && v->job && !json_is_true(jpath(v->job, "spec", "suspend")))
+	if (cancel && v->job && !kobj_suspended(v->job))
 		return start_patch_suspend(r, o);
 	if (v->job)
 		return;
