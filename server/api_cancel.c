@@ -46,7 +46,7 @@ void api_task_cancel(struct req *r, const char *id)
 		if (!r->srv->intents)
 			reconciler_kick(r->srv->recon, id); /* no queue carries the intent */
 	}
-	json_t *t = store_task_json(r->srv->store, id);
+	json_t *t = api_task_detail(r->srv->store, id);
 	if (!t)
 		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
 	/* 202: the cancel is recorded and will be carried out; 200: nothing new was asked (a

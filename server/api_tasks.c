@@ -129,7 +129,7 @@ static json_t *pair(int64_t mem, int64_t core)
 
 static void reply_task(struct req *r, int status, const char *id)
 {
-	json_t *t = store_task_json(r->srv->store, id);
+	json_t *t = api_task_detail(r->srv->store, id);
 	if (!t)
 		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
 	http_reply_json(r, status, t);
@@ -227,6 +227,11 @@ static int query_int(struct req *r, const char *name, int64_t min, int64_t max, 
 	return 0;
 }
 
+static void list_one(void *arg, const struct task *t)
+{
+	json_array_append_new(arg, api_task_view(t));
+}
+
 void api_tasks_list(struct req *r)
 {
 	static const char *const known[] = { "team", "state", "limit", "cursor", NULL };
@@ -252,10 +257,13 @@ void api_tasks_list(struct req *r)
 			return;
 		team = r->team; /* a team token lists its own team's tasks only */
 	}
-	json_t *tasks;
+	json_t *tasks = json_array();
 	int64_t next;
-	if (store_task_list(r->srv->store, team, state, cursor, (int)limit, &tasks, &next))
+	if (store_task_list(r->srv->store, team, state, cursor, (int)limit, list_one, tasks,
+			    &next)) {
+		json_decref(tasks);
 		return http_reply_error(r, 500, "internal", "the tasks cannot be listed", NULL);
+	}
 	char nc[32];
 	snprintf(nc, sizeof nc, "%lld", (long long)next);
 	http_reply_json(r, 200, json_pack("{s:o, s:o}", "tasks", tasks, "next_cursor",

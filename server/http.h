@@ -46,6 +46,13 @@ json_t *http_json_body(struct req *r);
  * replies 403 and returns 0. */
 int http_may_act_on(struct req *r, const char *team);
 
+/* A task as the API shows it (API.md), as a new reference (server/api_taskview.c). */
+json_t *api_task_view(const struct task *t);
+/* One task read from the store with the fields only GET /v1/tasks/{id} shows
+ * (cancel_requested_at): a new reference, or NULL when there is no such task (or it cannot
+ * be read). */
+json_t *api_task_detail(struct store *s, const char *id);
+
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);
 void api_tasks_list(struct req *r);

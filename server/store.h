@@ -60,16 +60,20 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res);
 
-/* Returns the task as the API shows it (a new reference), or NULL when there is no such task. */
-json_t *store_task_json(struct store *s, const char *id);
+/* Loads task id into *out (the row as stored: the API shapes its JSON). 0, GWB_ENOTFOUND or
+ * GWB_EDB (also for a stored state that is not in the lifecycle table). */
+int store_task_load(struct store *s, const char *id, struct task *out);
 /* The team of task id into team (size len). 0, GWB_ENOTFOUND or GWB_EDB. */
 int store_task_team(struct store *s, const char *id, char *team, size_t len);
 
-/* Lists tasks newest first. team and state may be NULL (no filter). cursor 0 starts at the
- * newest; otherwise only tasks older than the cursor. *next is the cursor of the next page, 0
- * when there is none. *out is a new JSON array. 0 or GWB_EDB. */
+/* Receives one listed task, borrowed for the call. */
+typedef void (*store_task_fn)(void *arg, const struct task *t);
+/* Lists tasks newest first, calling fn for each of at most limit tasks. team and state may be
+ * NULL (no filter). cursor 0 starts at the newest; otherwise only tasks older than the cursor.
+ * *next is the cursor of the next page, 0 when there is none. 0 or GWB_EDB (fn may have
+ * fired for some tasks before the error). */
 int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
-		    int limit, json_t **out, int64_t *next);
+		    int limit, store_task_fn fn, void *arg, int64_t *next);
 
 /* The task's events, oldest first, as a new JSON array. 0, GWB_ENOTFOUND or GWB_EDB. */
 int store_task_events(struct store *s, const char *id, json_t **out);

@@ -19,6 +19,16 @@ struct store {
 	int ncache;
 };
 
+#define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
+/* The task SELECT: the columns of TASK_COLUMNS in order (the trailing NULL closes the list),
+ * read by store_task_read; the caller appends WHERE. */
+#define TASK_SELECT                                                          \
+	"SELECT " TASK_COLUMNS(STORE_TASK_SEL) "NULL FROM tasks t JOIN reservations r " \
+					       "ON r.task_id = t.id "
+
+/* Reads the current row of a TASK_SELECT statement into *t. 0, or GWB_EDB when its state is
+ * not in the lifecycle table (the rest is read anyway). */
+int store_task_read(sqlite3_stmt *st, struct task *t);
 /* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
  * a preparation error. The statement stays owned by the store. */
 sqlite3_stmt *store_stmt(struct store *s, const char *sql);

@@ -4,7 +4,6 @@
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
-#include "lib/devalloc.h"
 #include "lib/err.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
@@ -225,103 +224,43 @@ static json_t *text_or_null(sqlite3_stmt *st, int col)
 	return t ? json_string(t) : json_null();
 }
 
-static json_t *int_or_null(sqlite3_stmt *st, int col)
+static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_integer(sqlite3_column_int64(st, col));
+	const char *t = store_col_text(st, col);
+	snprintf(dst, len, "%s", t ? t : "");
 }
 
-/* Columns of TASK_SELECT, in order; task_row_json reads them by these indexes. */
-#define TASK_SELECT                                                                            \
-	"SELECT t.id, t.team, t.name, t.state, t.gpu_memory_mib, t.gpu_core_percent, "        \
-	"t.gpu_count, t.duration_seconds, t.qos, t.experiment, t.idempotency_key, t.job_name, " \
-	"t.job_uid, t.job_suspended, t.pod_name, t.pod_uid, t.pod_node, t.pod_phase, "         \
-	"t.exit_code, t.reason, t.allocation, t.pending_message, t.pending_diagnosis, "       \
-	"t.cancel_requested_at, t.created_at, t.updated_at, r.gpu_memory_mib, "               \
-	"r.gpu_core_percent, r.released, r.released_at, r.release_reason, t.seq "            \
-	"FROM tasks t JOIN reservations r ON r.task_id = t.id "
+#define TASK_READ_TEXT(st, i, t, f) copy_col(st, i, (t)->f, sizeof (t)->f);
+#define TASK_READ_INT(st, i, t, f) (t)->f = sqlite3_column_int64(st, i);
+#define TASK_READ_BOOL(st, i, t, f) (t)->f = sqlite3_column_int(st, i) != 0;
+#define TASK_READ_OPT(st, i, t, f)                                  \
+	(t)->has_##f = sqlite3_column_type(st, i) != SQLITE_NULL; \
+	(t)->f = sqlite3_column_int64(st, i);
+#define TASK_READ_STATE(st, i, t, f) (t)->f = task_state_parse(store_col_text(st, i));
 
-static json_t *allocation_json(const char *raw)
+int store_task_read(sqlite3_stmt *st, struct task *t)
 {
-	if (!raw)
-		return json_null();
-	struct devalloc a;
-	char err[160];
-	json_t *o = json_object();
-	json_object_set_new(o, "annotation", json_string(raw));
-	if (devalloc_parse(raw, strlen(raw), &a, err, sizeof err) == 0) {
-		json_t *parsed = devalloc_to_json(&a);
-		json_object_set(o, "cards", json_object_get(parsed, "cards"));
-		json_decref(parsed);
-	} else {
-		json_object_set_new(o, "parse_error", json_string(err));
-	}
-	return o;
+	memset(t, 0, sizeof *t);
+#define TASK_READ(kind, f, tbl, col, size, role) TASK_READ_##kind(st, TASK_COL_##f, t, f)
+	TASK_COLUMNS(TASK_READ)
+#undef TASK_READ
+	t->loaded_state = t->state;
+	return t->state == TASK_NONE ? GWB_EDB : 0;
 }
 
-static json_t *pending_json(sqlite3_stmt *st)
-{
-	const char *msg = store_col_text(st, 21), *diag = store_col_text(st, 22);
-	if (!msg && !diag)
-		return json_null();
-	json_t *o = json_object();
-	jx_set_str_or_null(o, "scheduler_message", msg);
-	json_t *d = diag ? json_loads(diag, 0, NULL) : NULL;
-	json_object_set_new(o, "diagnosis", d ? d : json_null());
-	return o;
-}
-
-static json_t *task_row_json(sqlite3_stmt *st)
-{
-	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "gpu_memory_mib",
-				(json_int_t)sqlite3_column_int64(st, 4), "gpu_core_percent",
-				(json_int_t)sqlite3_column_int64(st, 5), "gpu_count",
-				(json_int_t)sqlite3_column_int64(st, 6), "duration_seconds",
-				(json_int_t)sqlite3_column_int64(st, 7), "qos", text_or_null(st, 8),
-				"experiment", text_or_null(st, 9));
-	json_t *resv = json_pack("{s:I, s:I, s:b, s:o, s:o}", "gpu_memory_mib",
-				 (json_int_t)sqlite3_column_int64(st, 26), "gpu_core_percent",
-				 (json_int_t)sqlite3_column_int64(st, 27), "released",
-				 sqlite3_column_int(st, 28), "released_at", time_or_null(st, 29),
-				 "release_reason", text_or_null(st, 30));
-	json_t *job = json_pack("{s:o, s:o, s:b}", "name", text_or_null(st, 11), "uid",
-				text_or_null(st, 12), "suspended", sqlite3_column_int(st, 13));
-	/* The reason column says why the task is where it is; under "pod" it shows only once a
-	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
-	int has_pod = sqlite3_column_type(st, 14) != SQLITE_NULL;
-	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "name", text_or_null(st, 14),
-				"uid", text_or_null(st, 15), "node", text_or_null(st, 16), "phase",
-				text_or_null(st, 17), "exit_code", int_or_null(st, 18), "reason",
-				has_pod ? text_or_null(st, 19) : json_null());
-	/* No collector is configured: usage is a measurement, and nothing measures it. */
-	json_t *usage = json_pack("{s:s, s:s}", "status", "unknown", "reason",
-				  "no usage collector is configured; quota and allocation are "
-				  "budgets, not measurements");
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
-			 "s:o}",
-			 "id", text_or_null(st, 0), "team", text_or_null(st, 1), "name",
-			 text_or_null(st, 2), "state", text_or_null(st, 3), "reason",
-			 text_or_null(st, 19), "request", req,
-			 "idempotency_key", text_or_null(st, 10), "reservation", resv, "job", job,
-			 "pod", pod, "allocation", allocation_json(store_col_text(st, 20)),
-			 "pending", pending_json(st), "usage", usage, "created_at",
-			 time_or_null(st, 24), "updated_at", time_or_null(st, 25));
-}
-
-json_t *store_task_json(struct store *s, const char *id)
+int store_task_load(struct store *s, const char *id, struct task *out)
 {
 	sqlite3_stmt *st = store_stmt(s, TASK_SELECT "WHERE t.id = ?");
 	if (!st)
-		return NULL;
+		return GWB_EDB;
 	store_bind_text(st, 1, id);
-	json_t *out = NULL;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		out = task_row_json(st);
-		json_object_set_new(out, "cancel_requested_at", time_or_null(st, 23));
-	}
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		rc = store_task_read(st, out);
+	else
+		rc = rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 	sqlite3_reset(st);
-	return out;
+	return rc;
 }
 
 int store_task_team(struct store *s, const char *id, char *team, size_t len)
@@ -338,7 +277,7 @@ int store_task_team(struct store *s, const char *id, char *team, size_t len)
 }
 
 int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
-		    int limit, json_t **out, int64_t *next)
+		    int limit, store_task_fn fn, void *arg, int64_t *next)
 {
 	/* Two shapes so the (team, seq) index serves the common per-team listing. */
 	sqlite3_stmt *st =
@@ -354,7 +293,8 @@ int store_task_list(struct store *s, const char *team, const char *state, int64_
 	store_bind_text(st, 2, state);
 	sqlite3_bind_int64(st, 3, cursor);
 	sqlite3_bind_int(st, 4, limit + 1); /* one more tells whether a next page exists */
-	json_t *arr = json_array();
+	/* One row at a time: a task is some 12 KB, a page of them is not kept. */
+	struct task *t = gwb_malloc(sizeof *t);
 	int n = 0, rc;
 	int64_t last = 0;
 	*next = 0;
@@ -363,17 +303,14 @@ int store_task_list(struct store *s, const char *team, const char *state, int64_
 			*next = last;
 			break;
 		}
-		json_array_append_new(arr, task_row_json(st));
-		last = sqlite3_column_int64(st, 31);
+		store_task_read(st, t);
+		fn(arg, t);
+		last = t->seq;
 		n++;
 	}
 	sqlite3_reset(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		json_decref(arr);
-		return GWB_EDB;
-	}
-	*out = arr;
-	return 0;
+	gwb_free(t);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
 int store_task_events(struct store *s, const char *id, json_t **out)

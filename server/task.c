@@ -98,3 +98,43 @@ int task_of_name(const char *name, int pod, char *out, size_t len)
 	snprintf(out, len, "%.*s", (int)n, id);
 	return 0;
 }
+
+void task_set_text(struct task *t, char *field, size_t size, const char *v)
+{
+	if (!v)
+		v = "";
+	if (strncmp(field, v, size - 1) == 0)
+		return; /* equal as far as the field can hold: storing it again changes nothing */
+	snprintf(field, size, "%s", v);
+	t->changed = 1;
+}
+
+void task_set_int(struct task *t, int64_t *field, int64_t v)
+{
+	if (*field != v) {
+		*field = v;
+		t->changed = 1;
+	}
+}
+
+void task_set_bool(struct task *t, int *field, int v)
+{
+	v = v != 0;
+	if (*field != v) {
+		*field = v;
+		t->changed = 1;
+	}
+}
+
+void task_set_state(struct task *t, enum task_state s)
+{
+	if (t->state != s) {
+		t->state = s;
+		t->changed = 1;
+	}
+}
+
+int task_cancel_requested(const struct task *t)
+{
+	return t->has_cancel_requested_at || t->state == TASK_CANCELLING;
+}

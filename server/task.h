@@ -75,6 +75,84 @@ int task_transition_ok(enum task_state from, enum task_state to);
  * buf (truncated, still NUL-terminated, when len is too small). */
 char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 
+/* The columns of a task, in the order the store reads them:
+ * X(kind, field, table, column, size, role). kind: TEXT (char field[size], "" for NULL),
+ * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
+ * STATE (enum task_state). table "t" is tasks, "r" reservations. role: REQ (written by the
+ * submission), OBS (observed on the cluster: written by store_task_observe with the state),
+ * RO (written elsewhere: the release, the cancel, the store's own bookkeeping). This list
+ * drives the store's SELECT, its column indexes, struct task and the observation's binds;
+ * adding a task field is one line here (and a migration). */
+#define TASK_COLUMNS(X)                                                       \
+	X(INT, seq, "t", "seq", 0, RO)                                        \
+	X(TEXT, id, "t", "id", 32, REQ)                                       \
+	X(TEXT, team, "t", "team", 64, REQ)                                   \
+	X(TEXT, name, "t", "name", 160, REQ)                                  \
+	X(STATE, state, "t", "state", 0, RO)                                  \
+	X(INT, gpu_memory_mib, "t", "gpu_memory_mib", 0, REQ)                 \
+	X(INT, gpu_core_percent, "t", "gpu_core_percent", 0, REQ)             \
+	X(INT, gpu_count, "t", "gpu_count", 0, REQ)                           \
+	X(INT, duration_seconds, "t", "duration_seconds", 0, REQ)             \
+	X(TEXT, qos, "t", "qos", 8, REQ)                                      \
+	X(TEXT, experiment, "t", "experiment", 16, REQ)                       \
+	X(TEXT, idempotency_key, "t", "idempotency_key", 160, REQ)            \
+	X(TEXT, job_name, "t", "job_name", 64, REQ)                           \
+	X(TEXT, job_uid, "t", "job_uid", 64, OBS)                             \
+	X(BOOL, job_suspended, "t", "job_suspended", 0, OBS)                  \
+	X(TEXT, pod_name, "t", "pod_name", 128, OBS)                          \
+	X(TEXT, pod_uid, "t", "pod_uid", 64, OBS)                             \
+	X(TEXT, pod_node, "t", "pod_node", 64, OBS)                           \
+	X(TEXT, pod_phase, "t", "pod_phase", 16, OBS)                         \
+	X(OPT, exit_code, "t", "exit_code", 0, OBS)                           \
+	X(TEXT, reason, "t", "reason", 96, OBS)                               \
+	X(TEXT, allocation, "t", "allocation", 2048, OBS)                     \
+	X(TEXT, pending_message, "t", "pending_message", 1024, OBS)           \
+	X(TEXT, pending_diagnosis, "t", "pending_diagnosis", 8192, OBS)       \
+	X(OPT, cancel_requested_at, "t", "cancel_requested_at", 0, RO)        \
+	X(INT, created_at, "t", "created_at", 0, REQ)                         \
+	X(INT, updated_at, "t", "updated_at", 0, RO)                          \
+	X(INT, reserved_mem_mib, "r", "gpu_memory_mib", 0, RO)                \
+	X(INT, reserved_core_percent, "r", "gpu_core_percent", 0, RO)         \
+	X(BOOL, released, "r", "released", 0, RO)                             \
+	X(OPT, released_at, "r", "released_at", 0, RO)                        \
+	X(TEXT, release_reason, "r", "release_reason", 64, RO)
+
+#define TASK_FIELD_TEXT(f, size) char f[size];
+#define TASK_FIELD_INT(f, size) int64_t f;
+#define TASK_FIELD_BOOL(f, size) int f;
+#define TASK_FIELD_OPT(f, size) int64_t f; int has_##f;
+#define TASK_FIELD_STATE(f, size) enum task_state f;
+
+/* One task as stored (times in ms since the epoch). */
+struct task {
+#define TASK_FIELD(kind, f, tbl, col, size, role) TASK_FIELD_##kind(f, size)
+	TASK_COLUMNS(TASK_FIELD)
+#undef TASK_FIELD
+	/* Not columns: the state the row was loaded with (the observation's expected state),
+	 * and whether a task_set_* call changed anything since. */
+	enum task_state loaded_state;
+	int changed;
+};
+
+/* Column indexes of the store's task SELECT. */
+enum task_col {
+#define TASK_COL_ENUM(kind, f, tbl, col, size, role) TASK_COL_##f,
+	TASK_COLUMNS(TASK_COL_ENUM)
+#undef TASK_COL_ENUM
+	TASK_NCOLS
+};
+
+/* Setters of an observation: each writes the field only when the value differs and then sets
+ * t->changed, so "did anything change?" needs neither a copy of the task nor a memcmp.
+ * task_set_text takes NULL as "". */
+void task_set_text(struct task *t, char *field, size_t size, const char *v);
+void task_set_int(struct task *t, int64_t *field, int64_t v);
+void task_set_bool(struct task *t, int *field, int v);
+void task_set_state(struct task *t, enum task_state s);
+#define TASK_SET_TEXT(t, f, v) task_set_text((t), (t)->f, sizeof (t)->f, (v))
+/* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */
+int task_cancel_requested(const struct task *t);
+
 /* The name of a task's Job (and the prefix of its Pods): "gwb-<task id>". Returns out. */
 char *task_job_name(const char *task_id, char *out, size_t len);
 /* The task id of a Job or Pod name made by task_job_name ("gwb-<id>" or "gwb-<id>-<suffix>"

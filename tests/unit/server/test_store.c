@@ -55,6 +55,12 @@ static int64_t team_int(struct store *s, const char *team, const char *obj, cons
 	return x;
 }
 
+/* Collects the listed tasks' ids. */
+static void list_ids(void *arg, const struct task *t)
+{
+	json_array_append_new(arg, json_string(t->id));
+}
+
 TEST_T(store_race_30_processes_quota_for_exactly_two, 120)
 {
 	const char *db = h_path("race.db");
@@ -109,9 +115,9 @@ TEST_T(store_race_30_processes_quota_for_exactly_two, 120)
 	t_defer(close_store, s);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 2048);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_core_percent"), 50);
-	json_t *tasks;
+	json_t *tasks = json_array();
 	int64_t next;
-	CHECK_INT(store_task_list(s, "alpha", NULL, 0, 100, &tasks, &next), 0);
+	CHECK_INT(store_task_list(s, "alpha", NULL, 0, 100, list_ids, tasks, &next), 0);
 	CHECK_INT(json_array_size(tasks), 2);
 	json_decref(tasks);
 	CHECK_INT(store_check(s), 0);
