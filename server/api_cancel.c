@@ -21,7 +21,7 @@ void api_task_cancel(struct req *r, const char *id)
 	enum task_state state = TASK_NONE;
 	if (!api_valid_task_id(id))
 		return not_found(r, id);
-	int rc = store_task_team(r->srv->store, id, team, sizeof team);
+	int rc = store_task_team(r->api->store, id, team, sizeof team);
 	if (rc == GWB_ENOTFOUND)
 		return not_found(r, id);
 	if (rc)
@@ -29,7 +29,7 @@ void api_task_cancel(struct req *r, const char *id)
 	if (!http_may_act_on(r, team))
 		return;
 	int changed = 0;
-	rc = store_task_cancel(r->srv->store, id, clock_now_ms(), &state, &changed);
+	rc = store_task_cancel(r->api->store, id, clock_now_ms(), &state, &changed);
 	if (rc == GWB_ENOTFOUND)
 		return not_found(r, id);
 	if (rc == GWB_EBUSY) {
@@ -38,15 +38,14 @@ void api_task_cancel(struct req *r, const char *id)
 	}
 	if (rc) {
 		log_error("api", "cancel_failed", "task=%s error=%s db=%s", id, err_name(rc),
-			  log_q(store_errmsg(r->srv->store)));
+			  log_q(store_errmsg(r->api->store)));
 		return http_reply_error(r, 500, "internal", "the cancel could not be stored", NULL);
 	}
 	if (changed) {
 		log_info("api", "cancel_requested", "task=%s team=%s", id, log_q(team));
-		if (!r->srv->intents)
-			reconciler_kick(r->srv->recon, id); /* no queue carries the intent */
+		api_task_changed(r->api, id);
 	}
-	json_t *t = api_task_detail(r->srv->store, id);
+	json_t *t = api_task_detail(r->api->store, id);
 	if (!t)
 		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
 	/* 202: the cancel is recorded and will be carried out; 200: nothing new was asked (a

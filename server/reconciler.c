@@ -25,7 +25,7 @@
 #include "server/store_recon.h"
 
 struct reconciler {
-	struct server *srv;
+	struct reconciler_ctx c;
 	struct kube *kube;
 	struct picture *pic;
 	struct recon_sched *sched;
@@ -50,7 +50,7 @@ static void mark_dirty(struct reconciler *r, const char *id)
 static void mark_active(struct reconciler *r)
 {
 	json_t *ids = NULL;
-	if (store_tasks_active(r->srv->store, &ids))
+	if (store_tasks_active(r->c.store, &ids))
 		return;
 	size_t i;
 	json_t *id;
@@ -62,7 +62,7 @@ static void mark_active(struct reconciler *r)
 
 static void note(struct reconciler *r, const char *id, const char *type, json_t *detail)
 {
-	if (store_task_note(r->srv->store, id, type, detail, clock_now_ms()))
+	if (store_task_note(r->c.store, id, type, detail, clock_now_ms()))
 		log_error("recon", "note_failed", "task=%s type=%s", id, type);
 	json_decref(detail);
 }
@@ -100,7 +100,7 @@ static void diagnose(struct reconciler *r, struct task *t)
 	struct diag_cards *cards = gwb_malloc(sizeof *cards);
 	diag_cards_build(cards, picture_devices(r->pic), picture_pods(r->pic));
 	struct diag_req q = { t->id, t->gpu_memory_mib, t->gpu_core_percent, t->gpu_count, 0, 0, 0, 0 };
-	store_team_totals(r->srv->store, t->team, &q.team_reserved_mem, &q.team_reserved_core,
+	store_team_totals(r->c.store, t->team, &q.team_reserved_mem, &q.team_reserved_core,
 			  &q.team_quota_mem, &q.team_quota_core);
 	json_t *d = diag_pending(&q, cards);
 	char *s = jx_dump(d);
@@ -114,12 +114,12 @@ static void diagnose(struct reconciler *r, struct task *t)
  * overdue, the reconciler takes it (queued -> creating). 0, or an error (decide again). */
 static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 {
-	int has_queue = r->srv->intents != NULL;
-	if (!decide_take_queued(t, has_queue, r->srv->cfg->reconcile_queued_grace_ms, now))
+	int has_queue = r->c.has_queue;
+	if (!decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms, now))
 		return 0;
 	task_set_state(t, TASK_CREATING);
 	json_t *d = json_pack("{s:s}", "intent", has_queue ? "overdue" : "no_queue");
-	int rc = store_task_observe(r->srv->store, t, d, now);
+	int rc = store_task_observe(r->c.store, t, d, now);
 	json_decref(d);
 	return rc;
 }
@@ -128,7 +128,7 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 {
 	struct task *t = gwb_malloc(sizeof *t);
 	struct recon_view v = { 0 };
-	int rc = store_task_load(r->srv->store, id, t);
+	int rc = store_task_load(r->c.store, id, t);
 	if (rc) {
 		recon_ops_settle(r->ops, id, rc, 1);
 		goto out;
@@ -143,7 +143,7 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 	int fresh = picture_fresh(r->pic);
 	if (decide_observe(t, &v, fresh))
 		diagnose(r, t);
-	if (t->changed && store_task_observe(r->srv->store, t, NULL, now) == GWB_ECONFLICT) {
+	if (t->changed && store_task_observe(r->c.store, t, NULL, now) == GWB_ECONFLICT) {
 		mark_dirty(r, id); /* changed under us (a cancel): decide again */
 		goto out;
 	}
@@ -173,7 +173,7 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 static void on_cron(void *arg, int64_t now)
 {
 	struct reconciler *r = arg;
-	if (now - r->last_resync_ms >= r->srv->cfg->reconcile_resync_ms) {
+	if (now - r->last_resync_ms >= r->c.cfg->reconcile_resync_ms) {
 		r->last_resync_ms = now;
 		mark_active(r);
 	}
@@ -208,13 +208,13 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
 		       reconciler_done_fn done, void *arg)
 {
 	struct task *t = gwb_malloc(sizeof *t);
-	int rc = store_task_load(r->srv->store, task_id, t);
+	int rc = store_task_load(r->c.store, task_id, t);
 	if (rc)
 		goto out;
 	if (t->state == TASK_QUEUED && strcmp(kind, "create") == 0) {
 		task_set_state(t, TASK_CREATING);
 		json_t *d = json_pack("{s:s}", "intent", kind);
-		rc = store_task_observe(r->srv->store, t, d, clock_now_ms());
+		rc = store_task_observe(r->c.store, t, d, clock_now_ms());
 		json_decref(d);
 		if (rc && rc != GWB_ECONFLICT)
 			goto out;
@@ -278,18 +278,19 @@ static int find_api(const struct gwb_config *cfg, struct kube_auth *auth, char *
 	return rc == GWB_ENOTFOUND ? 1 : rc;
 }
 
-int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_t errlen)
+int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, char *err,
+		   size_t errlen)
 {
 	*out = NULL;
 	struct kube_auth auth;
-	const struct gwb_config *cfg = srv->cfg;
+	const struct gwb_config *cfg = ctx->cfg;
 	int rc = find_api(cfg, &auth, err, errlen);
 	if (rc)
 		return rc;
 	struct reconciler *r = gwb_calloc(1, sizeof *r);
-	r->srv = srv;
+	r->c = *ctx;
 	snprintf(r->ns, sizeof r->ns, "%s", cfg->kube_namespace);
-	rc = kube_new(&r->kube, srv->base, &auth, err, errlen);
+	rc = kube_new(&r->kube, ctx->base, &auth, err, errlen);
 	log_info("recon", "api_server", "server=%s source=%s", log_q(auth.server),
 		 log_q(auth.source));
 	kube_auth_free(&auth);
@@ -298,11 +299,11 @@ int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_
 		return rc;
 	}
 	r->dirty = json_object();
-	r->safe_point = event_new(srv->base, -1, 0, on_safe_point, r);
+	r->safe_point = event_new(ctx->base, -1, 0, on_safe_point, r);
 	int wt = (int)cfg->kube_watch_timeout_seconds, idle = (int)cfg->kube_watch_idle_seconds;
-	r->pic = picture_new(r->kube, srv->base, r->ns, wt, idle, &picture_ops, r);
-	r->sched = recon_sched_new(r->kube, srv->base, r->ns, wt, idle, on_sched_note, r);
-	struct recon_ctx ctx = { srv->store,
+	r->pic = picture_new(r->kube, ctx->base, r->ns, wt, idle, &picture_ops, r);
+	r->sched = recon_sched_new(r->kube, ctx->base, r->ns, wt, idle, on_sched_note, r);
+	struct recon_ctx octx = { ctx->store,
 				 r->kube,
 				 r->pic,
 				 r->ns,
@@ -312,11 +313,11 @@ int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_
 				 (int)cfg->kube_request_timeout_ms,
 				 on_dirty,
 				 r };
-	r->ops = recon_ops_new(&ctx);
+	r->ops = recon_ops_new(&octx);
 	recon_sched_start(r->sched);
 	picture_start(r->pic);
-	server_cron_add(srv, on_cron, r);
-	server_health_add(srv, "kube", health, r);
+	ctx->hooks.cron_add(ctx->hooks.host, on_cron, r);
+	ctx->hooks.health_add(ctx->hooks.host, "kube", health, r);
 	*out = r;
 	return 0;
 }

@@ -118,7 +118,7 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n);
  * callee must defer its work to after the commit). */
 typedef void (*store_outbox_fn)(void *arg);
 /* Sets (fn not NULL) or clears the outbox insert watcher. It is the store connection's only
- * SQLite update hook; one watcher per process. */
+ * SQLite update hook; one watcher per store. */
 void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg);
 
 /* One received intent, as its outcome is recorded. Strings borrowed for the call. */

@@ -17,6 +17,9 @@ struct store {
 		sqlite3_stmt *stmt;
 	} cache[STORE_STMT_CACHE];
 	int ncache;
+	/* The outbox insert watcher (store_outbox_watch): the connection's only update hook. */
+	store_outbox_fn outbox_fn;
+	void *outbox_arg;
 };
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "

@@ -94,28 +94,20 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n)
 
 /* ---- the insert watcher ---- */
 
-struct watch {
-	store_outbox_fn fn;
-	void *arg;
-};
-/* One store per process; a static slot keeps the hook's argument alive without owning the
- * store struct (which belongs to store.c). */
-static struct watch outbox_watch;
-
 static void on_update(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 row)
 {
 	(void)dbname;
 	(void)row;
-	struct watch *w = arg;
-	if (op == SQLITE_INSERT && w->fn && strcmp(table, "outbox") == 0)
-		w->fn(w->arg);
+	struct store *s = arg;
+	if (op == SQLITE_INSERT && s->outbox_fn && strcmp(table, "outbox") == 0)
+		s->outbox_fn(s->outbox_arg);
 }
 
 void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg)
 {
-	outbox_watch.fn = fn;
-	outbox_watch.arg = arg;
-	sqlite3_update_hook(s->db, fn ? on_update : NULL, fn ? &outbox_watch : NULL);
+	s->outbox_fn = fn;
+	s->outbox_arg = arg;
+	sqlite3_update_hook(s->db, fn ? on_update : NULL, fn ? s : NULL);
 }
 
 /* ---- intent outcomes ---- */
