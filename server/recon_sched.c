@@ -78,6 +78,11 @@ void recon_sched_start(struct recon_sched *s)
 	informer_start(s->inf);
 }
 
+void recon_sched_describe(const struct recon_sched *s, json_t *o)
+{
+	informer_describe(s->inf, o);
+}
+
 void recon_sched_free(struct recon_sched *s)
 {
 	if (!s)

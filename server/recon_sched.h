@@ -25,5 +25,7 @@ struct recon_sched *recon_sched_new(struct kube *k, struct event_base *base, con
 void recon_sched_start(struct recon_sched *s);
 /* Stops and frees; no callback fires afterwards. Accepts NULL. */
 void recon_sched_free(struct recon_sched *s);
+/* Adds the Events informer's description (informer_describe) to o. */
+void recon_sched_describe(const struct recon_sched *s, json_t *o);
 
 #endif

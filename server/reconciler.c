@@ -189,8 +189,10 @@ static const char *health(void *arg, json_t *detail, int *ready)
 {
 	struct reconciler *r = arg;
 	(void)ready; /* submissions are accepted while the cluster is away */
-	json_t *inf = json_object();
+	json_t *inf = json_object(), *ev = json_object();
 	picture_describe(r->pic, inf);
+	recon_sched_describe(r->sched, ev);
+	json_object_set_new(inf, "events", ev);
 	json_object_set_new(detail, "server", json_string(kube_server(r->kube)));
 	json_object_set_new(detail, "namespace", json_string(r->ns));
 	json_object_set_new(detail, "informers", inf);
