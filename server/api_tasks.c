@@ -296,12 +296,19 @@ void api_task_get(struct req *r, const char *id)
 	reply_task(r, 200, id);
 }
 
+static void event_one(void *arg, const struct task_event *ev)
+{
+	json_array_append_new(arg, api_task_event_view(ev));
+}
+
 void api_task_events(struct req *r, const char *id)
 {
 	if (!task_visible(r, id))
 		return;
-	json_t *events;
-	if (store_task_events(r->api->store, id, &events))
+	json_t *events = json_array();
+	if (store_task_events(r->api->store, id, event_one, events)) {
+		json_decref(events);
 		return http_reply_error(r, 500, "internal", "the events cannot be read", NULL);
+	}
 	http_reply_json(r, 200, json_pack("{s:s, s:o}", "task", id, "events", events));
 }

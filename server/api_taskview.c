@@ -88,6 +88,20 @@ json_t *api_task_view(const struct task *t)
 			 "updated_at", time_of(1, t->updated_at));
 }
 
+static json_t *str_or_null(const char *v)
+{
+	return v ? json_string(v) : json_null();
+}
+
+json_t *api_task_event_view(const struct task_event *ev)
+{
+	json_t *detail = ev->detail ? json_loads(ev->detail, 0, NULL) : NULL;
+	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "seq", (json_int_t)ev->seq, "ts",
+			 time_of(1, ev->ts_ms), "type", str_or_null(ev->type), "from",
+			 str_or_null(ev->from), "to", str_or_null(ev->to), "detail",
+			 detail ? detail : json_null());
+}
+
 json_t *api_task_detail(struct store *s, const char *id)
 {
 	struct task *t = gwb_malloc(sizeof *t);

@@ -84,6 +84,8 @@ int http_may_act_on(struct req *r, const char *team);
 
 /* A task as the API shows it (API.md), as a new reference (server/api_taskview.c). */
 json_t *api_task_view(const struct task *t);
+/* One event of a task's history as the API shows it (a new reference). */
+json_t *api_task_event_view(const struct task_event *ev);
 /* One task read from the store with the fields only GET /v1/tasks/{id} shows
  * (cancel_requested_at): a new reference, or NULL when there is no such task (or it cannot
  * be read). */

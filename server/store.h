@@ -75,8 +75,18 @@ typedef void (*store_task_fn)(void *arg, const struct task *t);
 int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
 		    int limit, store_task_fn fn, void *arg, int64_t *next);
 
-/* The task's events, oldest first, as a new JSON array. 0, GWB_ENOTFOUND or GWB_EDB. */
-int store_task_events(struct store *s, const char *id, json_t **out);
+/* One event of a task's history, borrowed for the call. */
+struct task_event {
+	int64_t seq, ts_ms;
+	const char *type;
+	const char *from, *to; /* state names, or NULL */
+	const char *detail;    /* JSON text, or NULL */
+};
+/* Receives one event. */
+typedef void (*store_event_fn)(void *arg, const struct task_event *ev);
+/* Calls fn for each of the task's events, oldest first. 0, GWB_ENOTFOUND (no such task: fn
+ * never fired) or GWB_EDB (fn may have fired for some). */
+int store_task_events(struct store *s, const char *id, store_event_fn fn, void *arg);
 
 /* Creates or changes a team's quota. token_hash (32 bytes) sets its token when not NULL.
  * *created is 1 when the team is new. 0, GWB_EEXISTS (the token is another team's), GWB_EBUSY

@@ -1,11 +1,10 @@
-/* The store's task side: the submission transaction, task reads, listings and event history. */
+/* The store's task side: the submission transaction, task reads (rows, through the column list
+ * of server/task.h), listings and event history. The API shapes the JSON. */
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "lib/clock.h"
 #include "lib/err.h"
-#include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/store_internal.h"
 
@@ -210,20 +209,6 @@ out:
 	return rc;
 }
 
-static json_t *time_or_null(sqlite3_stmt *st, int col)
-{
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	char buf[40];
-	return json_string(clock_fmt_rfc3339_ms(sqlite3_column_int64(st, col), buf, sizeof buf));
-}
-
-static json_t *text_or_null(sqlite3_stmt *st, int col)
-{
-	const char *t = store_col_text(st, col);
-	return t ? json_string(t) : json_null();
-}
-
 static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 {
 	const char *t = store_col_text(st, col);
@@ -313,7 +298,7 @@ int store_task_list(struct store *s, const char *team, const char *state, int64_
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
-int store_task_events(struct store *s, const char *id, json_t **out)
+int store_task_events(struct store *s, const char *id, store_event_fn fn, void *arg)
 {
 	char team[64];
 	int rc = store_task_team(s, id, team, sizeof team);
@@ -324,24 +309,14 @@ int store_task_events(struct store *s, const char *id, json_t **out)
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, id);
-	json_t *arr = json_array();
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *d = store_col_text(st, 5);
-		json_t *detail = d ? json_loads(d, 0, NULL) : NULL;
-		json_array_append_new(
-			arr, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "seq",
-				       (json_int_t)sqlite3_column_int64(st, 0), "ts",
-				       time_or_null(st, 1), "type", text_or_null(st, 2), "from",
-				       text_or_null(st, 3), "to", text_or_null(st, 4), "detail",
-				       detail ? detail : json_null()));
+		struct task_event ev = { sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+					 store_col_text(st, 2), store_col_text(st, 3),
+					 store_col_text(st, 4), store_col_text(st, 5) };
+		fn(arg, &ev);
 	}
 	sqlite3_reset(st);
-	if (rc != SQLITE_DONE) {
-		json_decref(arr);
-		return GWB_EDB;
-	}
-	*out = arr;
-	return 0;
+	return rc == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
 int store_idem_purge(struct store *s, int64_t now_ms, int *purged)
