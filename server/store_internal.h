@@ -29,6 +29,18 @@ struct store {
 	"SELECT " TASK_COLUMNS(STORE_TASK_SEL) "NULL FROM tasks t JOIN reservations r " \
 					       "ON r.task_id = t.id "
 
+/* Binds field f of struct task *t as parameter i, by its column's kind (TASK_COLUMNS); an
+ * empty text binds NULL (the store keeps NULL, never ""). */
+#define STORE_BIND_TEXT(st, i, t, f) store_bind_text(st, i, (t)->f[0] ? (t)->f : NULL);
+#define STORE_BIND_INT(st, i, t, f) sqlite3_bind_int64(st, i, (t)->f);
+#define STORE_BIND_BOOL(st, i, t, f) sqlite3_bind_int(st, i, (t)->f);
+#define STORE_BIND_OPT(st, i, t, f)                  \
+	if ((t)->has_##f)                            \
+		sqlite3_bind_int64(st, i, (t)->f);   \
+	else                                         \
+		sqlite3_bind_null(st, i);
+#define STORE_BIND_STATE(st, i, t, f) store_bind_text(st, i, task_state_name((t)->f));
+
 /* Reads the current row of a TASK_SELECT statement into *t. 0, or GWB_EDB when its state is
  * not in the lifecycle table (the rest is read anyway). */
 int store_task_read(sqlite3_stmt *st, struct task *t);

@@ -39,25 +39,12 @@ int store_tasks_active(struct store *s, json_t **ids)
 	return 0;
 }
 
-static void bind_or_null(sqlite3_stmt *st, int idx, const char *v)
-{
-	store_bind_text(st, idx, v && v[0] ? v : NULL);
-}
-
 #define OBS_SET_OBS(col) ", " col " = ?"
 #define OBS_SET_REQ(col)
 #define OBS_SET_RO(col)
 #define OBS_SET(kind, f, tbl, col, size, role) OBS_SET_##role(col)
 
-#define OBS_BIND_TEXT(st, i, t, f) bind_or_null(st, i, (t)->f);
-#define OBS_BIND_INT(st, i, t, f) sqlite3_bind_int64(st, i, (t)->f);
-#define OBS_BIND_BOOL(st, i, t, f) sqlite3_bind_int(st, i, (t)->f);
-#define OBS_BIND_OPT(st, i, t, f)                    \
-	if ((t)->has_##f)                            \
-		sqlite3_bind_int64(st, i, (t)->f);   \
-	else                                         \
-		sqlite3_bind_null(st, i);
-#define OBS_BIND_OBS(kind, st, i, t, f) OBS_BIND_##kind(st, i, t, f) i++;
+#define OBS_BIND_OBS(kind, st, i, t, f) STORE_BIND_##kind(st, i, t, f) i++;
 #define OBS_BIND_REQ(kind, st, i, t, f)
 #define OBS_BIND_RO(kind, st, i, t, f)
 #define OBS_BIND(kind, f, tbl, col, size, role) OBS_BIND_##role(kind, st, idx, t, f)

@@ -62,43 +62,74 @@ static int team_totals(struct store *s, const char *team, struct submit_result *
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
 
+#define INS_COL_REQ(col) ", " col
+#define INS_COL_OBS(col)
+#define INS_COL_RO(col)
+#define INS_COL(kind, f, tbl, col, size, role) INS_COL_##role(col)
+#define INS_VAL_REQ ", ?"
+#define INS_VAL_OBS
+#define INS_VAL_RO
+#define INS_VAL(kind, f, tbl, col, size, role) INS_VAL_##role
+#define INS_BIND_REQ(kind, st, i, t, f) STORE_BIND_##kind(st, i, t, f) i++;
+#define INS_BIND_OBS(kind, st, i, t, f)
+#define INS_BIND_RO(kind, st, i, t, f)
+#define INS_BIND(kind, f, tbl, col, size, role) INS_BIND_##role(kind, st, idx, t, f)
+
+/* The new task as a row: the request's columns (role REQ in TASK_COLUMNS), queued. Returns 0,
+ * or GWB_EINVAL when a text does not fit its column (the API's limits keep it from happening). */
+static int new_task(struct task *t, const struct task_req *req, const char *key, int64_t now_ms)
+{
+	memset(t, 0, sizeof *t);
+	t->state = TASK_QUEUED;
+	t->gpu_memory_mib = req->gpu_memory_mib;
+	t->gpu_core_percent = req->gpu_core_percent;
+	t->gpu_count = req->gpu_count;
+	t->duration_seconds = req->duration_seconds;
+	t->created_at = now_ms;
+	t->updated_at = now_ms;
+	size_t cut = 0;
+	cut |= (size_t)snprintf(t->team, sizeof t->team, "%s", req->team) >= sizeof t->team;
+	cut |= (size_t)snprintf(t->name, sizeof t->name, "%s", req->name) >= sizeof t->name;
+	cut |= (size_t)snprintf(t->qos, sizeof t->qos, "%s", req->qos) >= sizeof t->qos;
+	cut |= (size_t)snprintf(t->experiment, sizeof t->experiment, "%s", req->experiment) >=
+	       sizeof t->experiment;
+	cut |= (size_t)snprintf(t->idempotency_key, sizeof t->idempotency_key, "%s",
+				key ? key : "") >= sizeof t->idempotency_key;
+	return cut ? GWB_EINVAL : 0;
+}
+
 /* Inserts the task row with a fresh id (retrying on the unlikely id collision). */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
 		       int64_t now_ms, char id[16])
 {
-	for (int attempt = 0; attempt < 4; attempt++) {
+	struct task *t = gwb_malloc(sizeof *t);
+	int rc = new_task(t, req, key, now_ms);
+	for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
 		store_new_task_id(id);
-		char job[32];
-		task_job_name(id, job, sizeof job);
-		sqlite3_stmt *st = store_stmt(
-			s, "INSERT INTO tasks (id, team, name, state, gpu_memory_mib, "
-			   "gpu_core_percent, gpu_count, duration_seconds, qos, experiment, "
-			   "idempotency_key, job_name, created_at, updated_at) VALUES "
-			   "(?1, ?2, ?3, ?14, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
-		if (!st)
-			return GWB_EDB;
-		store_bind_text(st, 1, id);
-		store_bind_text(st, 2, req->team);
-		store_bind_text(st, 3, req->name);
-		sqlite3_bind_int64(st, 4, req->gpu_memory_mib);
-		sqlite3_bind_int64(st, 5, req->gpu_core_percent);
-		sqlite3_bind_int64(st, 6, req->gpu_count);
-		sqlite3_bind_int64(st, 7, req->duration_seconds);
-		store_bind_text(st, 8, req->qos);
-		store_bind_text(st, 9, req->experiment);
-		store_bind_text(st, 10, key);
-		store_bind_text(st, 11, job);
-		sqlite3_bind_int64(st, 12, now_ms);
-		sqlite3_bind_int64(st, 13, now_ms);
-		store_bind_text(st, 14, task_state_name(TASK_QUEUED));
-		int rc = sqlite3_step(st);
+		snprintf(t->id, sizeof t->id, "%s", id);
+		task_job_name(id, t->job_name, sizeof t->job_name);
+		sqlite3_stmt *st = store_stmt(s, "INSERT INTO tasks (state, updated_at" TASK_COLUMNS(
+						 INS_COL) ") VALUES (?, ?" TASK_COLUMNS(INS_VAL) ")");
+		if (!st) {
+			rc = GWB_EDB;
+			break;
+		}
+		store_bind_text(st, 1, task_state_name(t->state));
+		sqlite3_bind_int64(st, 2, t->updated_at);
+		int idx = 3;
+		TASK_COLUMNS(INS_BIND)
+		int step = sqlite3_step(st);
 		sqlite3_reset(st);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_CONSTRAINT)
-			return GWB_EDB;
+		if (step == SQLITE_DONE)
+			goto out;
+		if (step != SQLITE_CONSTRAINT)
+			rc = GWB_EDB;
 	}
-	return GWB_EDB;
+	if (rc == 0)
+		rc = GWB_EDB; /* four colliding ids in a row: the generator is broken */
+out:
+	gwb_free(t);
+	return rc;
 }
 
 /* The writes of an accepted submission, after the checks. */

@@ -81,8 +81,9 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
  * STATE (enum task_state). table "t" is tasks, "r" reservations. role: REQ (written by the
  * submission), OBS (observed on the cluster: written by store_task_observe with the state),
  * RO (written elsewhere: the release, the cancel, the store's own bookkeeping). This list
- * drives the store's SELECT, its column indexes, struct task and the observation's binds;
- * adding a task field is one line here (and a migration). */
+ * drives struct task, the store's SELECT and its column indexes, the submission's INSERT (REQ)
+ * and the observation's UPDATE (OBS); adding a task field is one line here, a migration, and
+ * its place in the API's view. */
 #define TASK_COLUMNS(X)                                                       \
 	X(INT, seq, "t", "seq", 0, RO)                                        \
 	X(TEXT, id, "t", "id", 32, REQ)                                       \
