@@ -8,6 +8,7 @@
 
 #include "lib/alloc.h"
 #include "server/http.h"
+#include "server/kube.h"
 #include "server/reconciler.h"
 
 static void team_lines(struct evbuffer *b, json_t *teams)
@@ -60,6 +61,8 @@ void api_metrics(struct req *r)
 		evbuffer_add_printf(b, "# TYPE gwb_kube_picture_fresh gauge\ngwb_kube_picture_fresh %d\n"
 				       "# TYPE gwb_kube_reachable gauge\ngwb_kube_reachable %d\n",
 				    reconciler_fresh(srv->recon), reconciler_reachable(srv->recon));
+	if (srv->recon)
+		kube_metrics_write(reconciler_kube(srv->recon), b);
 	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
 	for (int c = 2; c <= 5; c++)
 		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,

@@ -13,6 +13,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "server/kube.h"
 #include "server/reconciler.h"
 #include "server/intents.h"
 #include "server/server.h"
@@ -109,6 +110,9 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: kubernetes: %s\n", err);
 		return 2;
 	}
+	if (srv->recon)
+		kube_set_flow(reconciler_kube(srv->recon), (int)cfg->kube_max_inflight,
+			      (double)cfg->kube_qps, (int)cfg->kube_burst);
 	if (rc == 1)
 		log_warn("server", "no_kubernetes", "hint=%s",
 			 log_q("set GWB_KUBE_SERVER or a kubeconfig to run tasks on a cluster"));

@@ -1047,6 +1047,11 @@ int reconciler_reachable(const struct reconciler *r)
 	return kube_reachable(r->kube);
 }
 
+struct kube *reconciler_kube(struct reconciler *r)
+{
+	return r->kube;
+}
+
 void reconciler_kick(struct reconciler *r, const char *task_id)
 {
 	if (r)

@@ -12,6 +12,7 @@
 #include "server/server.h"
 
 struct reconciler;
+struct kube;
 
 /* Creates the reconciler for srv: finds the API server (kube.server, then a kubeconfig, then
  * in-cluster), starts the Job, Pod and Device informers, and registers its housekeeping and
@@ -38,6 +39,9 @@ void reconciler_kick(struct reconciler *r, const char *task_id);
 int reconciler_fresh(const struct reconciler *r);
 /* 1 unless the last Kubernetes request that ended could not reach the API server. */
 int reconciler_reachable(const struct reconciler *r);
+
+/* The reconciler's Kubernetes client (for its flow settings, room and metrics); owned by r. */
+struct kube *reconciler_kube(struct reconciler *r);
 
 /* GET /v1/devices: every card with totals, health, allocated, free and the tasks on it, and
  * whether the picture is fresh. Returns a new reference. */
