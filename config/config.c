@@ -109,8 +109,10 @@ static const struct setting settings[] = {
 	  "consumer name in group reconcilers (empty: stable name from host and db path)" },
 	{ "queue.claim_idle_ms", "GWB_QUEUE_CLAIM_IDLE_MS", INT(queue_claim_idle_ms), "30000", 100,
 	  86400000, NULL, NULL, "claim other consumers' entries idle longer than this" },
-	{ "queue.max_deliveries", "GWB_QUEUE_MAX_DELIVERIES", INT(queue_max_deliveries), "5", 1,
-	  1000, NULL, NULL, "deliveries of one entry before it is dead-lettered" },
+	{ "queue.max_failures", "GWB_QUEUE_MAX_FAILURES", INT(queue_max_failures), "5", 1, 1000,
+	  NULL, NULL,
+	  "failed attempts at handling one valid intent (counted in SQLite) before it is "
+	  "dead-lettered; redeliveries never count" },
 	{ "queue.command_timeout_ms", "GWB_QUEUE_COMMAND_TIMEOUT_MS",
 	  INT(queue_command_timeout_ms), "2000", 50, 600000, NULL, NULL,
 	  "time-out of one Redis command" },

@@ -40,7 +40,7 @@ struct gwb_config {
 	char queue_prefix[64];              /* Redis key prefix: <prefix>:intents */
 	char queue_consumer[128];           /* consumer name in group "reconcilers"; "" = host-pid */
 	int64_t queue_claim_idle_ms;        /* claim others' entries idle longer than this */
-	int64_t queue_max_deliveries;       /* deliveries before an entry is dead-lettered */
+	int64_t queue_max_failures;         /* failed handling attempts before a dead letter */
 	int64_t queue_command_timeout_ms;   /* one Redis command's time-out */
 	int64_t queue_stream_maxlen;        /* approximate trim length of the stream */
 	int64_t queue_block_ms;             /* BLOCK time of one read of new entries */

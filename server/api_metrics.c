@@ -8,6 +8,7 @@
 
 #include "lib/alloc.h"
 #include "server/http.h"
+#include "server/intents.h"
 #include "server/kube.h"
 #include "server/reconciler.h"
 
@@ -63,6 +64,10 @@ void api_metrics(struct req *r)
 				    reconciler_fresh(srv->recon), reconciler_reachable(srv->recon));
 	if (srv->recon)
 		kube_metrics_write(reconciler_kube(srv->recon), b);
+	if (srv->intents)
+		evbuffer_add_printf(b, "# TYPE gwb_intents_dead_lettered_total counter\n"
+				       "gwb_intents_dead_lettered_total %lld\n",
+				    (long long)intents_dead_lettered(srv->intents));
 	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
 	for (int c = 2; c <= 5; c++)
 		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,

@@ -147,6 +147,30 @@ static void plug_unlink(struct intents *it, struct plug *p)
 		p->next->prev = p->prev;
 }
 
+/* The handler failed on a valid intent: the attempt is counted in SQLite, and only past
+ * queue.max_failures counted attempts is the intent dead. An attempt that cannot even be
+ * counted (the database is away) is not held against it. */
+static void plug_failed(struct intents *it, struct q_delivery *d, int rc)
+{
+	struct intent_rx rx;
+	rx_of(it, d, &rx);
+	int64_t failures = 0;
+	int64_t max = it->srv->cfg->queue_max_failures;
+	int src = store_intent_failure_add(it->srv->store, &rx, err_name(rc), clock_now_ms(),
+					   &failures);
+	log_warn("intents", "handling_failed", "intent=%" PRId64 " task=%s error=%s failures=%" PRId64
+		 " counted=%d",
+		 rx.intent_id, rx.task, err_name(rc), failures, src == 0);
+	if (src == 0 && failures >= max) {
+		char why[128];
+		snprintf(why, sizeof why, "handling failed %" PRId64 " times (max %" PRId64 "): %s",
+			 failures, max, err_name(rc));
+		q_delivery_done(d, Q_DEAD, why);
+		return;
+	}
+	q_delivery_done(d, Q_RETRY, NULL);
+}
+
 static void plug_done(void *ctx, int rc)
 {
 	struct plug *p = ctx;
@@ -162,7 +186,7 @@ static void plug_done(void *ctx, int rc)
 	} else if (rc == GWB_ENOTFOUND) {
 		q_delivery_done(p->d, Q_DEAD, "no such task");
 	} else {
-		q_delivery_done(p->d, Q_RETRY, NULL);
+		plug_failed(it, p->d, rc);
 	}
 	gwb_free(p);
 }
@@ -204,6 +228,24 @@ void intents_set_handler(struct intents *it, intents_handler_fn fn, void *arg)
 {
 	it->fn = fn;
 	it->fn_arg = arg;
+}
+
+void intents_set_capacity(struct intents *it, intents_capacity_fn fn, void *arg)
+{
+	q_consumer_set_capacity(it->cons, fn, arg);
+}
+
+void intents_poke(struct intents *it)
+{
+	if (it)
+		q_consumer_poke(it->cons);
+}
+
+int64_t intents_dead_lettered(const struct intents *it)
+{
+	struct q_consumer_stats cs;
+	q_consumer_stats(it->cons, &cs);
+	return cs.dead;
 }
 
 /* ---- loop wiring ---- */
@@ -302,8 +344,7 @@ int intents_start(struct server *srv, char *err, size_t errlen)
 			     on_conn_state, it);
 	struct q_relay_ops ops = { relay_fetch, relay_published };
 	it->relay = q_relay_new(srv->base, it->pub, &it->keys, cfg->queue_stream_maxlen, &ops, it);
-	struct q_consumer_cfg cc = { it->consumer, cfg->queue_claim_idle_ms,
-				     cfg->queue_max_deliveries, cfg->queue_block_ms,
+	struct q_consumer_cfg cc = { it->consumer, cfg->queue_claim_idle_ms, cfg->queue_block_ms,
 				     cfg->queue_stream_maxlen };
 	it->cons = q_consumer_new(srv->base, it->pub, it->sub, &it->keys, &cc, on_delivery, it);
 	it->flush = evtimer_new(srv->base, on_flush, it);

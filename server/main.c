@@ -66,6 +66,18 @@ static void on_intent(void *arg, const struct q_intent *in, intents_done_fn done
 	reconciler_intent(arg, in->kind, in->task, done, ctx);
 }
 
+/* Back-pressure: the consumer takes no more intents than the Kubernetes client has room
+ * for, and reads again when requests end. */
+static int on_intent_capacity(void *arg)
+{
+	return kube_room(reconciler_kube(arg));
+}
+
+static void on_kube_room(void *arg)
+{
+	intents_poke(arg);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -124,8 +136,11 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: %s\n", err);
 		return 1;
 	}
-	if (srv->intents && srv->recon)
+	if (srv->intents && srv->recon) {
 		intents_set_handler(srv->intents, on_intent, srv->recon);
+		intents_set_capacity(srv->intents, on_intent_capacity, srv->recon);
+		kube_on_room(reconciler_kube(srv->recon), on_kube_room, srv->intents);
+	}
 	struct timeval tv = { cfg->housekeeping_interval_ms / 1000,
 			      (cfg->housekeeping_interval_ms % 1000) * 1000 };
 	srv->cron_timer = event_new(srv->base, -1, EV_PERSIST, on_cron, srv);
