@@ -36,6 +36,9 @@ struct intents {
 	int nheld;
 	struct event *flush;
 	struct plug *plugs; /* intents held by a plugged-in handler */
+	int nplugs;
+	intents_capacity_fn cap_fn;
+	void *cap_arg;
 };
 
 /* ---- relay <-> store ---- */
@@ -139,6 +142,7 @@ struct plug {
 
 static void plug_unlink(struct intents *it, struct plug *p)
 {
+	it->nplugs--;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -221,6 +225,7 @@ static void on_delivery(void *arg, struct q_delivery *d)
 	if (it->plugs)
 		it->plugs->prev = p;
 	it->plugs = p;
+	it->nplugs++;
 	it->fn(it->fn_arg, in, plug_done, p);
 }
 
@@ -230,9 +235,17 @@ void intents_set_handler(struct intents *it, intents_handler_fn fn, void *arg)
 	it->fn_arg = arg;
 }
 
+static int consumer_capacity(void *arg)
+{
+	struct intents *it = arg;
+	return it->cap_fn(it->cap_arg, it->nplugs);
+}
+
 void intents_set_capacity(struct intents *it, intents_capacity_fn fn, void *arg)
 {
-	q_consumer_set_capacity(it->cons, fn, arg);
+	it->cap_fn = fn;
+	it->cap_arg = arg;
+	q_consumer_set_capacity(it->cons, fn ? consumer_capacity : NULL, it);
 }
 
 void intents_poke(struct intents *it)

@@ -37,8 +37,9 @@ typedef void (*intents_handler_fn)(void *arg, const struct q_intent *in, intents
  * recorded are acknowledged without reaching fn. */
 void intents_set_handler(struct intents *it, intents_handler_fn fn, void *arg);
 
-/* How many more intents the plugged-in handler can start now (<= 0: none). */
-typedef int (*intents_capacity_fn)(void *arg);
+/* How many more intents the plugged-in handler can start now (<= 0: none), given that it
+ * holds held of them (handed over, not yet answered). */
+typedef int (*intents_capacity_fn)(void *arg, int held);
 /* Back-pressure: the consumer reads no more intents than fn allows, so the rest wait in the
  * stream as new entries (fn NULL: only the consumer's own cap). */
 void intents_set_capacity(struct intents *it, intents_capacity_fn fn, void *arg);

@@ -445,10 +445,15 @@ static void finish(struct kube *k, struct kreq *r, CURLcode cc)
 	req_free(r);
 }
 
-int kube_room(const struct kube *k)
+int kube_window(const struct kube *k)
 {
 	/* One round in flight and one waiting: the pipe stays full, the queue stays short. */
-	int room = 2 * k->max_inflight - k->inflight - k->queued_requests;
+	return 2 * k->max_inflight;
+}
+
+int kube_room(const struct kube *k)
+{
+	int room = kube_window(k) - k->inflight - k->queued_requests;
 	return room > 0 ? room : 0;
 }
 

@@ -87,6 +87,8 @@ void kube_set_flow(struct kube *k, int max_inflight, double qps, int burst);
  * apart); 0 when that much is out. Callers use it to hold their own work back (the intent
  * consumer reads no more intents than this). */
 int kube_room(const struct kube *k);
+/* 2 x max_inflight: the requests kube_room counts room in. */
+int kube_window(const struct kube *k);
 /* Called at a safe point of the loop after requests ended and room is above 0; never from
  * inside a call of this client's API. */
 typedef void (*kube_room_fn)(void *arg);

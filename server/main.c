@@ -67,10 +67,14 @@ static void on_intent(void *arg, const struct q_intent *in, intents_done_fn done
 }
 
 /* Back-pressure: the consumer takes no more intents than the Kubernetes client has room
- * for, and reads again when requests end. */
-static int on_intent_capacity(void *arg)
+ * for, and reads again when requests end. The reconciler starts an intent's request at its
+ * next safe point, so room alone can lag behind what was just handed over: the intents held
+ * are capped by the same window too. */
+static int on_intent_capacity(void *arg, int held)
 {
-	return kube_room(reconciler_kube(arg));
+	struct kube *k = reconciler_kube(arg);
+	int room = kube_room(k), left = kube_window(k) - held;
+	return room < left ? room : left;
 }
 
 static void on_kube_room(void *arg)
