@@ -540,10 +540,12 @@ static void process(struct kube *k)
 			*pp = r->next;
 			if (r->state == KR_SENT) {
 				/* Its slot frees now; it never reports, so it is not counted. */
-				if (r->is_watch)
+				if (r->is_watch) {
 					k->watches--;
-				else
-					k->inflight--, freed++;
+				} else {
+					k->inflight--;
+					freed++;
+				}
 			}
 			req_free(r);
 		} else {
