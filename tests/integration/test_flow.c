@@ -226,8 +226,8 @@ TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 	redisContext *c = rc_open(&st.redis);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
 	/* Answers slower than submissions come, so a backlog builds up. */
-	fault(&st, "{\"slow_ms\": 500}");
-	enum { N = 120 };
+	fault(&st, "{\"slow_ms\": 300}");
+	enum { N = 80 };
 	char id[32];
 	long long most_pending = 0, most_held = 0, waiting_seen = 0;
 	for (int i = 0; i < N || jobs_created(&st) < N / 3; i++) {
@@ -255,6 +255,7 @@ TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 	      most_held, most_pending, jobs_created(&st));
 	h_server_kill9(&st.srv);
 	h_server_start(&st.srv);
+	t_log("restarted: %lld Jobs created", jobs_created(&st));
 	WAIT_FOR(sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes") == N, 90000,
 		 "handled %lld of %d",
 		 sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes"), N);
