@@ -880,12 +880,15 @@ static void start_patch_suspend(struct reconciler *r, struct rop *o)
 /* ---- the decision ---- */
 
 /* A queued task waits for its intent from the queue. Without a queue, or when the intent is
- * overdue (lost with a Redis that restarted without persistence), the reconciler takes it. */
+ * overdue (lost with a Redis that restarted without persistence), the reconciler takes it;
+ * an overdue one only while the API client has room, so a backlog older than the grace
+ * waits in the stream (its intents come in turn), not in the client's queue. */
 static int queued_is_ours(struct reconciler *r, const struct task_row *row, int64_t now)
 {
 	if (!r->srv->intents)
 		return 1;
-	return now - row->created_ms >= r->srv->cfg->reconcile_queued_grace_ms;
+	return now - row->created_ms >= r->srv->cfg->reconcile_queued_grace_ms &&
+	       kube_room(r->kube) > 0;
 }
 
 /* Picks the next Kubernetes operation for the task, if any. */

@@ -1,7 +1,8 @@
 /* Flow control between gwb-server and kubesim, on real parts: a request's time-out runs from
  * its send, not from its wait in the local queue; a 429 with Retry-After is sent again and
  * never makes a task unknown; a burst of intents waits in the Redis stream (new entries, few
- * pending) and a kill -9 in the middle of it dead-letters nothing. Redis, SQLite and kubesim
+ * pending) and a kill -9 in the middle of it dead-letters nothing; a backlog older than the
+ * queued grace is not pulled into the client's queue either. Redis, SQLite and kubesim
  * are inspected directly, never through the code under test. */
 #include <hiredis/hiredis.h>
 #include <sqlite3.h>
@@ -281,4 +282,33 @@ TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 	json_decref(list);
 	CHECK(metric(&st, "gwb_kube_requests_inflight", NULL) <= 2);
 	redisFree(c);
+}
+
+TEST_T(flow_overdue_backlog_waits_for_room, 90)
+{
+	/* Every queued task is overdue at once (grace 0): the reconciler may take it without its
+	 * intent, but only while the client has room, so the backlog stays in the stream and
+	 * the client's local queue stays short. */
+	const char *env[] = { "GWB_KUBE_MAX_INFLIGHT=2", "GWB_RECONCILE_QUEUED_GRACE_MS=0", NULL };
+	struct stack st;
+	stack_start(&st, 1, env);
+	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
+	fault(&st, "{\"slow_ms\": 300}");
+	enum { N = 40 };
+	char id[32];
+	double deepest = 0;
+	for (int i = 0; i < N || jobs_created(&st) < N; i++) {
+		if (i < N)
+			submit(&st, 9000, 1, 60, id);
+		else
+			h_sleep_ms(50);
+		double depth = metric(&st, "gwb_kube_request_queue_depth", NULL);
+		if (depth > deepest)
+			deepest = depth;
+		CHECKF(i < 4000, "jobs created: %lld of %d", jobs_created(&st), N);
+	}
+	t_log("deepest local queue: %g", deepest);
+	CHECKF(deepest <= 8, "local queue up to %g deep", deepest);
+	CHECK_INT(unknowns(&st), 0);
+	fault(&st, NULL);
 }
