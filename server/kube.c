@@ -29,11 +29,6 @@
 /* Counters of requests by (verb, code), at most; more pairs are counted under the last. */
 #define KUBE_MAX_CODES 64
 
-/* Kubernetes verbs, for the metrics and the class of a request. */
-enum kverb { V_GET, V_LIST, V_WATCH, V_CREATE, V_PATCH, V_UPDATE, V_DELETE, V_OTHER, V_N };
-static const char *const verb_names[V_N] = { "get",   "list",   "watch",  "create",
-					     "patch", "update", "delete", "other" };
-
 /* A Prometheus histogram of seconds. */
 #define HIST_N 14
 static const double hist_bounds[HIST_N] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -76,7 +71,7 @@ struct kreq {
 	void *arg;
 	struct kreq *next;
 	enum kreq_state state;
-	enum kverb verb;
+	enum kubeflow_verb verb;
 	int n429;                /* 429s answered so far */
 	int64_t queued_ms, sent_ms; /* monotonic */
 };
@@ -105,7 +100,7 @@ struct kube {
 	void *room_arg;
 	/* metrics */
 	struct {
-		enum kverb verb;
+		enum kubeflow_verb verb;
 		long code;
 		int64_t n;
 	} codes[KUBE_MAX_CODES];
@@ -259,52 +254,7 @@ void kube_describe(const struct kube *k, json_t *o)
 
 /* ---- flow control ---- */
 
-/* The verb of a request from its method and the shape of its path: after /api/v1 or
- * /apis/GROUP/VERSION (and namespaces/NS), one segment names a collection (list), two an
- * object (get). */
-static enum kverb verb_of(const char *method, const char *path, int is_watch)
-{
-	if (is_watch)
-		return V_WATCH;
-	if (strcmp(method, "POST") == 0)
-		return V_CREATE;
-	if (strcmp(method, "PATCH") == 0)
-		return V_PATCH;
-	if (strcmp(method, "PUT") == 0)
-		return V_UPDATE;
-	if (strcmp(method, "DELETE") == 0)
-		return V_DELETE;
-	if (strcmp(method, "GET") != 0)
-		return V_OTHER;
-	char seg[12][64];
-	int n = 0;
-	const char *p = path;
-	while (*p == '/' && n < 12) {
-		p++;
-		size_t len = strcspn(p, "/?");
-		snprintf(seg[n++], sizeof seg[0], "%.*s", (int)(len < 63 ? len : 63), p);
-		p += len;
-	}
-	int i = n >= 2 && strcmp(seg[0], "api") == 0 ? 2 : n >= 3 && strcmp(seg[0], "apis") == 0 ? 3 : n;
-	if (n - i >= 3 && strcmp(seg[i], "namespaces") == 0)
-		i += 2;
-	return n - i == 1 ? V_LIST : V_GET;
-}
-
-/* The queue class of a request (kubeflow.h): lists and watches feed the informers; a create
- * waits behind everything else. */
-static enum kubeflow_class class_of(enum kverb v)
-{
-	switch (v) {
-	case V_LIST:
-	case V_WATCH: return KUBEFLOW_INFORMER;
-	case V_GET: return KUBEFLOW_READ;
-	case V_CREATE: return KUBEFLOW_CREATE;
-	default: return KUBEFLOW_MUTATE;
-	}
-}
-
-static void count_code(struct kube *k, enum kverb v, long code)
+static void count_code(struct kube *k, enum kubeflow_verb v, long code)
 {
 	int i = 0;
 	while (i < k->ncodes && (k->codes[i].verb != v || k->codes[i].code != code))
@@ -396,7 +346,7 @@ static int requeue_throttled(struct kube *k, struct kreq *r)
 	k->retried_429++;
 	int64_t delay = kubeflow_retry_delay_ms((long)ra, r->n429);
 	log_info("kube", "throttled", "verb=%s tries=%d retry_after_s=%" PRId64 " wait_ms=%" PRId64,
-		 verb_names[r->verb], r->n429, (int64_t)ra, delay);
+		 kubeflow_verb_name(r->verb), r->n429, (int64_t)ra, delay);
 	curl_multi_remove_handle(k->multi, r->easy);
 	r->len = 0;
 	r->overflow = 0;
@@ -501,7 +451,7 @@ void kube_metrics_write(const struct kube *k, struct evbuffer *b)
 			snprintf(code, sizeof code, "error");
 		evbuffer_add_printf(b, "gwb_kube_requests_total{verb=\"%s\",code=\"%s\"} %" PRId64
 				       "\n",
-				    verb_names[k->codes[i].verb], code, k->codes[i].n);
+				    kubeflow_verb_name(k->codes[i].verb), code, k->codes[i].n);
 	}
 	evbuffer_add_printf(b,
 			    "# TYPE gwb_kube_requests_inflight gauge\ngwb_kube_requests_inflight %d\n"
@@ -693,8 +643,8 @@ static struct kreq *req_new(struct kube *k, const char *method, const char *path
 	r->k = k;
 	r->id = ++k->next_id;
 	r->is_watch = is_watch;
-	r->verb = verb_of(method, path, is_watch);
-	r->qi.cls = class_of(r->verb);
+	r->verb = kubeflow_verb_of(method, path, is_watch);
+	r->qi.cls = kubeflow_class_of(r->verb);
 	r->qi.is_watch = is_watch;
 	r->qi.seq = ++k->seq;
 	r->queued_ms = clock_mono_ms();

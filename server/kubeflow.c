@@ -3,6 +3,8 @@
 #include "server/kubeflow.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 /* A server that asks for more than this is not followed further: the request goes again
  * after 30 s, which still counts as "not acted on". */
@@ -19,6 +21,58 @@ const char *kubeflow_class_name(enum kubeflow_class c)
 	case KUBEFLOW_NCLASSES: break;
 	}
 	return "?";
+}
+
+static const char *const verb_names[KUBEFLOW_NVERBS] = { "get",   "list",	 "watch",
+							  "create", "patch", "update",
+							  "delete", "other" };
+
+const char *kubeflow_verb_name(enum kubeflow_verb v)
+{
+	return v < KUBEFLOW_NVERBS ? verb_names[v] : "other";
+}
+
+enum kubeflow_verb kubeflow_verb_of(const char *method, const char *path, int is_watch)
+{
+	if (is_watch)
+		return KUBEFLOW_WATCH;
+	if (strcmp(method, "POST") == 0)
+		return KUBEFLOW_CREATE_VERB;
+	if (strcmp(method, "PATCH") == 0)
+		return KUBEFLOW_PATCH;
+	if (strcmp(method, "PUT") == 0)
+		return KUBEFLOW_UPDATE;
+	if (strcmp(method, "DELETE") == 0)
+		return KUBEFLOW_DELETE;
+	if (strcmp(method, "GET") != 0)
+		return KUBEFLOW_OTHER;
+	/* Segments up to the query; only their count and the first few names matter. */
+	char seg[12][64];
+	int n = 0;
+	const char *p = path;
+	while (*p == '/' && n < 12) {
+		p++;
+		size_t len = strcspn(p, "/?");
+		snprintf(seg[n++], sizeof seg[0], "%.*s", (int)(len < 63 ? len : 63), p);
+		p += len;
+	}
+	int i = n >= 2 && strcmp(seg[0], "api") == 0	? 2
+		: n >= 3 && strcmp(seg[0], "apis") == 0 ? 3
+							: n;
+	if (n - i >= 3 && strcmp(seg[i], "namespaces") == 0)
+		i += 2;
+	return n - i == 1 ? KUBEFLOW_LIST : KUBEFLOW_GET;
+}
+
+enum kubeflow_class kubeflow_class_of(enum kubeflow_verb v)
+{
+	switch (v) {
+	case KUBEFLOW_LIST:
+	case KUBEFLOW_WATCH: return KUBEFLOW_INFORMER;
+	case KUBEFLOW_GET: return KUBEFLOW_READ;
+	case KUBEFLOW_CREATE_VERB: return KUBEFLOW_CREATE;
+	default: return KUBEFLOW_MUTATE;
+	}
 }
 
 void kubeflow_bucket_init(struct kubeflow_bucket *b, double qps, double burst, int64_t now_ms)

@@ -1,6 +1,7 @@
-/* Flow control of the Kubernetes client, as pure parts with no I/O: a token bucket (QPS and
- * burst) and the local queue of requests not yet sent, ordered by class and then by arrival.
- * server/kube.c owns the instances; the unit tests drive them with a made-up clock. */
+/* Flow control of the Kubernetes client, as pure parts with no I/O: the verb and class of a
+ * request, a token bucket (QPS and burst) and the local queue of requests not yet sent,
+ * ordered by class and then by arrival. server/kube.c owns the instances; the unit tests
+ * drive them with a made-up clock. */
 #ifndef GWB_KUBEFLOW_H
 #define GWB_KUBEFLOW_H
 
@@ -18,6 +19,28 @@ enum kubeflow_class {
 };
 /* "informer", "mutate", "read", "create". */
 const char *kubeflow_class_name(enum kubeflow_class c);
+
+/* Kubernetes verbs, for the metrics and the class of a request. */
+enum kubeflow_verb {
+	KUBEFLOW_GET,
+	KUBEFLOW_LIST,
+	KUBEFLOW_WATCH,
+	KUBEFLOW_CREATE_VERB,
+	KUBEFLOW_PATCH,
+	KUBEFLOW_UPDATE,
+	KUBEFLOW_DELETE,
+	KUBEFLOW_OTHER,
+	KUBEFLOW_NVERBS
+};
+/* "get", "list", "watch", "create", "patch", "update", "delete", "other". */
+const char *kubeflow_verb_name(enum kubeflow_verb v);
+/* The verb of a request from its method and the shape of its path: after /api/v1 or
+ * /apis/GROUP/VERSION (and namespaces/NS), one segment names a collection (a GET of it is a
+ * list), two an object (get). */
+enum kubeflow_verb kubeflow_verb_of(const char *method, const char *path, int is_watch);
+/* The queue class of a verb: lists and watches feed the informers; PATCH, PUT and DELETE
+ * (suspends, cancels) come next; a create waits behind everything else. */
+enum kubeflow_class kubeflow_class_of(enum kubeflow_verb v);
 
 /* A token bucket: holds at most burst tokens and gains qps tokens a second. */
 struct kubeflow_bucket {

@@ -127,3 +127,44 @@ TEST(kubeflow_retry_delay_honours_server_and_caps)
 	CHECK_INT(kubeflow_retry_delay_ms(-1, 4), 2000);
 	CHECK_INT(kubeflow_retry_delay_ms(-1, 40), 30000);
 }
+
+TEST(kubeflow_verbs_and_classes_of_our_requests)
+{
+	static const struct {
+		const char *method, *path;
+		int watch;
+		enum kubeflow_verb verb;
+		enum kubeflow_class cls;
+	} cases[] = {
+		/* The informers' lists and watches. */
+		{ "GET", "/apis/batch/v1/namespaces/gpu-workbench/jobs?labelSelector=gwb.io%2Fmanaged"
+			 "%3Dtrue",
+		  0, KUBEFLOW_LIST, KUBEFLOW_INFORMER },
+		{ "GET", "/api/v1/namespaces/gpu-workbench/pods", 0, KUBEFLOW_LIST,
+		  KUBEFLOW_INFORMER },
+		{ "GET", "/apis/scheduling.koordinator.sh/v1alpha1/devices", 0, KUBEFLOW_LIST,
+		  KUBEFLOW_INFORMER },
+		{ "GET", "/api/v1/namespaces/gpu-workbench/events?watch=1&resourceVersion=5", 1,
+		  KUBEFLOW_WATCH, KUBEFLOW_INFORMER },
+		{ "GET", "/api/v1/nodes", 0, KUBEFLOW_LIST, KUBEFLOW_INFORMER },
+		/* The reconciler: suspend, observe, create. */
+		{ "PATCH", "/apis/batch/v1/namespaces/gpu-workbench/jobs/gwb-t-1", 0, KUBEFLOW_PATCH,
+		  KUBEFLOW_MUTATE },
+		{ "DELETE", "/api/v1/namespaces/ns/pods/p", 0, KUBEFLOW_DELETE, KUBEFLOW_MUTATE },
+		{ "PUT", "/apis/batch/v1/namespaces/ns/jobs/j", 0, KUBEFLOW_UPDATE, KUBEFLOW_MUTATE },
+		{ "GET", "/apis/batch/v1/namespaces/gpu-workbench/jobs/gwb-t-1", 0, KUBEFLOW_GET,
+		  KUBEFLOW_READ },
+		{ "GET", "/api/v1/namespaces/gpu-workbench", 0, KUBEFLOW_GET, KUBEFLOW_READ },
+		{ "GET", "/api/v1/nodes/colima-gwb", 0, KUBEFLOW_GET, KUBEFLOW_READ },
+		{ "GET", "/version", 0, KUBEFLOW_GET, KUBEFLOW_READ },
+		{ "POST", "/apis/batch/v1/namespaces/gpu-workbench/jobs", 0, KUBEFLOW_CREATE_VERB,
+		  KUBEFLOW_CREATE },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		enum kubeflow_verb v = kubeflow_verb_of(cases[i].method, cases[i].path, cases[i].watch);
+		CHECKF(v == cases[i].verb, "%s %s: %s", cases[i].method, cases[i].path,
+		       kubeflow_verb_name(v));
+		CHECKF(kubeflow_class_of(v) == cases[i].cls, "%s %s: class %s", cases[i].method,
+		       cases[i].path, kubeflow_class_name(kubeflow_class_of(v)));
+	}
+}
