@@ -1,5 +1,6 @@
 /* The Kubernetes client's flow control parts with a made-up clock: the token bucket's burst
- * and refill, the local queue's class and arrival order, Retry-After holds, and the 429 delay. */
+ * and refill, the local queue's class and arrival order, Retry-After holds, the 429 delay, and
+ * the verb and class of the requests the server makes. */
 #include "server/kubeflow.h"
 #include "tests/harness/t.h"
 
