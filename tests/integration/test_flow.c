@@ -220,8 +220,12 @@ static long long readyz_in_flight(struct stack *st)
 
 TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 {
-	/* Two requests in flight: the consumer takes at most 2 x 2 intents at a time. */
-	const char *env[] = { "GWB_KUBE_MAX_INFLIGHT=2", "GWB_QUEUE_CONSUMER=steady", NULL };
+	/* Two requests in flight: the consumer takes at most 2 x 2 intents at a time. A long
+	 * request time-out: this case is about where a backlog waits, and a sanitizer build of
+	 * kubesim can take seconds for one answer under this load (an answer that late would
+	 * rightly make its task unknown). */
+	const char *env[] = { "GWB_KUBE_MAX_INFLIGHT=2", "GWB_QUEUE_CONSUMER=steady",
+			      "GWB_KUBE_REQUEST_TIMEOUT_MS=60000", NULL };
 	struct stack st;
 	stack_start(&st, 1, env);
 	redisContext *c = rc_open(&st.redis);
