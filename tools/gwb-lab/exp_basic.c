@@ -9,18 +9,18 @@
 #include "tools/gwb-lab/exp.h"
 
 const struct exp_def exp_table[] = {
-	{ "idempotent-submission", exp_idempotent, 0 },
-	{ "same-card-sharing", exp_sharing, 0 },
-	{ "over-limit", exp_overlimit, 0 },
-	{ "insufficient-capacity", exp_capacity, 0 },
-	{ "cancel-and-reclaim", exp_cancel, 0 },
-	{ "restart-recovery", exp_restart, NEED_RESTART },
-	{ "fragmentation-resolved", exp_fragmentation, 0 },
-	{ "device-health-change", exp_health, NEED_FAULTS },
-	{ "ls-be", exp_lsbe, 0 },
-	{ "no-release-cases", exp_norelease, NEED_FAULTS },
-	{ "timeout-after-create", exp_timeout, NEED_FAULTS },
-	{ NULL, NULL, 0 },
+    {"idempotent-submission", exp_idempotent, 0},
+    {"same-card-sharing", exp_sharing, 0},
+    {"over-limit", exp_overlimit, 0},
+    {"insufficient-capacity", exp_capacity, 0},
+    {"cancel-and-reclaim", exp_cancel, 0},
+    {"restart-recovery", exp_restart, NEED_RESTART},
+    {"fragmentation-resolved", exp_fragmentation, 0},
+    {"device-health-change", exp_health, NEED_FAULTS},
+    {"ls-be", exp_lsbe, 0},
+    {"no-release-cases", exp_norelease, NEED_FAULTS},
+    {"timeout-after-create", exp_timeout, NEED_FAULTS},
+    {NULL, NULL, 0},
 };
 
 int exp_count(void)
@@ -41,7 +41,7 @@ int exp_idempotent(struct lab *l)
 	snprintf(key_a, sizeof key_a, "lab-%lld-a", now);
 	snprintf(key_b, sizeof key_b, "lab-%lld-b", now);
 	json_object_set_new(json_object_get(l->rec, "parameters"), "keys",
-			    json_pack("{s:s, s:s}", "a", key_a, "b", key_b));
+	                    json_pack("{s:s, s:s}", "a", key_a, "b", key_b));
 	long long before = lab_reserved_mib(l);
 
 	json_decref(lab_predict_placement(l, "first", body));
@@ -52,14 +52,14 @@ int exp_idempotent(struct lab *l)
 	lab_predict(l, "conflict.status", json_integer(409), "the same key, other parameters");
 	lab_predict(l, "conflict.error", json_string("idempotency_key_reused"), "API.md");
 	lab_predict(l, "new_key_after_timeout.status", json_integer(201),
-		    "key b is a different submission for the server");
+	            "key b is a different submission for the server");
 	lab_predict(l, "new_key_after_timeout.second_task", json_true(),
-		    "request 1 was committed; its answer was lost, not its task");
+	            "request 1 was committed; its answer was lost, not its task");
 	lab_predict(l, "new_key_after_timeout.tasks", json_integer(2), "two tasks");
 	lab_predict(l, "new_key_after_timeout.reserved_added_mib", json_integer(2048),
-		    "two reservations of 1024 MiB");
+	            "two reservations of 1024 MiB");
 	lab_predict(l, "retry_with_key_a.status", json_integer(200),
-		    "key a returns the first task whatever happened to its answer");
+	            "key a returns the first task whatever happened to its answer");
 	lab_predict(l, "retry_with_key_a.same_task", json_true(), "the first task");
 
 	struct httpc_resp r;
@@ -82,16 +82,17 @@ int exp_idempotent(struct lab *l)
 	httpc_resp_free(&r);
 
 	lab_say(l, "the client timed out on key a (its answer is treated as lost) and retries "
-		   "with a new key b");
+	           "with a new key b");
 	s = lab_submit(l, "retry with new key b", body, key_b, &r);
 	snprintf(second, sizeof second, "%s", lab_str(r.json, "id") ? lab_str(r.json, "id") : "");
 	httpc_resp_free(&r);
 	lab_observe(l, "new_key_after_timeout.status", json_integer(s));
 	lab_observe(l, "new_key_after_timeout.second_task",
-		    json_boolean(second[0] && strcmp(second, first) != 0));
-	lab_observe(l, "new_key_after_timeout.tasks", json_integer((json_int_t)json_array_size(l->mine)));
+	            json_boolean(second[0] && strcmp(second, first) != 0));
+	lab_observe(l, "new_key_after_timeout.tasks",
+	            json_integer((json_int_t)json_array_size(l->mine)));
 	lab_observe(l, "new_key_after_timeout.reserved_added_mib",
-		    json_integer(lab_reserved_mib(l) - before));
+	            json_integer(lab_reserved_mib(l) - before));
 
 	s = lab_submit(l, "retry with key a", body, key_a, &r);
 	rid = lab_str(r.json, "id");
@@ -126,12 +127,13 @@ static json_t *pod_annotation(struct lab *l, const char *id)
 int exp_sharing(struct lab *l)
 {
 	lab_predict(l, "shared_card", json_true(),
-		    "three tasks on two cards: at least two share one (per-card accounting)");
-	lab_predict(l, "tasks_on_cards", json_integer(3), "/v1/devices lists each task on its card");
+	            "three tasks on two cards: at least two share one (per-card accounting)");
+	lab_predict(l, "tasks_on_cards", json_integer(3),
+	            "/v1/devices lists each task on its card");
 	lab_predict(l, "pod_annotation_is_task_allocation", json_true(),
-		    "the task's allocation is the Pod's device-allocated annotation");
+	            "the task's allocation is the Pod's device-allocated annotation");
 	char ids[3][40];
-	long long minor[3] = { -1, -2, -3 };
+	long long minor[3] = {-1, -2, -3};
 	int same_annotation = 1;
 	for (int i = 0; i < 3; i++) {
 		char label[16];
@@ -148,19 +150,20 @@ int exp_sharing(struct lab *l)
 		json_decref(pa);
 		json_decref(t);
 	}
-	lab_observe(l, "shared_card", json_boolean(minor[0] == minor[1] || minor[1] == minor[2] ||
-						    minor[0] == minor[2]));
+	lab_observe(
+	    l, "shared_card",
+	    json_boolean(minor[0] == minor[1] || minor[1] == minor[2] || minor[0] == minor[2]));
 	struct httpc_resp r;
 	lab_api(l, "devices", "GET", "/v1/devices", NULL, &r);
 	long long on_cards = 0;
 	size_t i;
 	json_t *c;
-	json_array_foreach(json_object_get(r.json, "cards"), i, c) {
+	json_array_foreach (json_object_get(r.json, "cards"), i, c) {
 		size_t j;
 		json_t *tk;
-		json_array_foreach(json_object_get(c, "tasks"), j, tk) {
-			const char *tid = json_is_string(tk) ? json_string_value(tk)
-							     : lab_str(tk, "task");
+		json_array_foreach (json_object_get(c, "tasks"), j, tk) {
+			const char *tid =
+			    json_is_string(tk) ? json_string_value(tk) : lab_str(tk, "task");
 			if (!tid)
 				tid = lab_str(tk, "id");
 			for (int k = 0; k < 3; k++)
@@ -183,7 +186,7 @@ static json_t *log_event(struct lab *l, const char *id, const char *ev)
 {
 	size_t i;
 	json_t *o;
-	json_array_foreach(json_object_get(l->logs, id), i, o) {
+	json_array_foreach (json_object_get(l->logs, id), i, o) {
 		const char *e = lab_str(o, "event");
 		if (e && strcmp(e, ev) == 0)
 			return o;
@@ -200,9 +203,9 @@ int exp_overlimit(struct lab *l)
 	lab_predict(l, "log.simulated_limit_rejected", json_true(), "the worker logs the refusal");
 	lab_predict(l, "log.isolation_event", json_true(), "the worker reports what it observes");
 	lab_predict(l, "isolation.enforced", json_false(),
-		    "no libvgpu.so is mapped and no CUDA driver refuses anything here");
+	            "no libvgpu.so is mapped and no CUDA driver refuses anything here");
 	lab_predict(l, "reservation.release_reason", json_string("job_failed"),
-		    "podFailurePolicy fails the Job at once; released once the Pod is terminal");
+	            "podFailurePolicy fails the Job at once; released once the Pod is terminal");
 	lab_predict(l, "reserved_back_to_before", json_true(), "the release gives the quota back");
 	json_t *body = lab_body(l, 1024, 25, 30, "LS", "overlimit");
 	char id[40];
@@ -226,10 +229,10 @@ int exp_overlimit(struct lab *l)
 	lab_observe(l, "log.isolation_event", json_boolean(iso != NULL));
 	const char *verdict = lab_str(iso, "verdict");
 	lab_observe(l, "isolation.enforced",
-		    json_boolean(verdict && strcmp(verdict, "enforced") == 0));
+	            json_boolean(verdict && strcmp(verdict, "enforced") == 0));
 	lab_measure(l, "isolation_verdict", verdict ? json_string(verdict) : json_null());
 	lab_observe(l, "reservation.release_reason",
-		    json_incref(lab_get(t, "reservation.release_reason")));
+	            json_incref(lab_get(t, "reservation.release_reason")));
 	lab_observe(l, "reserved_back_to_before", json_boolean(lab_reserved_mib(l) == before));
 	json_decref(t);
 	return 0;
@@ -248,7 +251,7 @@ int exp_capacity(struct lab *l)
 	long long largest = 0;
 	size_t i;
 	json_t *c;
-	json_array_foreach(json_object_get(r.json, "cards"), i, c) {
+	json_array_foreach (json_object_get(r.json, "cards"), i, c) {
 		long long m = json_integer_value(lab_get(c, "total.gpu_memory_mib"));
 		largest = m > largest ? m : largest;
 	}
@@ -257,23 +260,24 @@ int exp_capacity(struct lab *l)
 	 * card: admitted, and pending for ever. */
 	long long over = quota - reserved + 2048, big = largest + 1024;
 	json_object_set_new(json_object_get(l->rec, "parameters"), "requests",
-			    json_pack("{s:I, s:I, s:I, s:I}", "over_quota_mib", (json_int_t)over,
-				      "over_card_mib", (json_int_t)big, "quota_mib",
-				      (json_int_t)quota, "largest_card_mib", (json_int_t)largest));
+	                    json_pack("{s:I, s:I, s:I, s:I}", "over_quota_mib", (json_int_t)over,
+	                              "over_card_mib", (json_int_t)big, "quota_mib",
+	                              (json_int_t)quota, "largest_card_mib", (json_int_t)largest));
 	json_t *b_over = lab_body(l, (int)over, 25, 60, "LS", "normal");
 	json_t *b_big = lab_body(l, (int)big, 25, 60, "LS", "normal");
 	json_decref(lab_predict_placement(l, "over_quota", b_over));
 	lab_predict(l, "over_quota.status", json_integer(403), "requested > quota - reserved");
 	lab_predict(l, "over_quota.error", json_string("quota_exceeded"), "API.md");
 	lab_predict(l, "over_quota.numbers", json_true(),
-		    "the refusal gives requested, reserved and quota");
+	            "the refusal gives requested, reserved and quota");
 	long s = lab_submit(l, "over quota", b_over, NULL, &r);
 	lab_observe(l, "over_quota.status", json_integer(s));
 	lab_observe(l, "over_quota.error", json_string(httpc_error_code(&r)));
 	json_t *err = json_object_get(r.json, "error");
 	lab_observe(l, "over_quota.numbers",
-		    json_boolean(json_object_get(err, "requested") &&
-				 json_object_get(err, "reserved") && json_object_get(err, "quota")));
+	            json_boolean(json_object_get(err, "requested") &&
+	                         json_object_get(err, "reserved") &&
+	                         json_object_get(err, "quota")));
 	lab_measure(l, "over_quota_refusal", json_incref(err));
 	char summary[96];
 	snprintf(summary, sizeof summary, "refused:%s", httpc_error_code(&r));
@@ -281,16 +285,16 @@ int exp_capacity(struct lab *l)
 	httpc_resp_free(&r);
 
 	lab_predict(l, "over_card.status", json_integer(201),
-		    "the quota holds it: the quota is a budget, not a card");
+	            "the quota holds it: the quota is a budget, not a card");
 	lab_predict(l, "over_card.diagnosis", json_string("card_capacity"),
-		    "no card is that large; more quota would not help");
+	            "no card is that large; more quota would not help");
 	char id[40];
 	json_t *t = lab_start(l, "over_card", b_big, id, sizeof id);
 	lab_observe(l, "over_card.status", json_integer(t ? 201 : 0));
 	lab_observe(l, "over_card.diagnosis",
-		    t && lab_get(t, "pending.diagnosis.kind")
-			    ? json_incref(lab_get(t, "pending.diagnosis.kind"))
-			    : json_null());
+	            t && lab_get(t, "pending.diagnosis.kind")
+	                ? json_incref(lab_get(t, "pending.diagnosis.kind"))
+	                : json_null());
 	lab_measure(l, "over_card_pending", t ? json_incref(lab_get(t, "pending")) : json_null());
 	json_decref(t);
 	json_decref(b_over);

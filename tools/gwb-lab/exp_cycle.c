@@ -29,10 +29,10 @@ static long count_of(struct lab *l, const char *kind, const char *id)
 static void cancel_marker(struct lab *l)
 {
 	lab_predict(l, "marker.state_while_api_refuses", json_string("unknown"),
-		    "the create's outcome cannot be known; the quota stays reserved");
+	            "the create's outcome cannot be known; the quota stays reserved");
 	lab_predict(l, "marker.final_state", json_string("cancelled"), "the durable cancel wins");
 	lab_predict(l, "marker.job_suspended", json_true(),
-		    "the Job is created already suspended: the cancel marker");
+	            "the Job is created already suspended: the cancel marker");
 	lab_predict(l, "marker.jobs", json_integer(1), "one Job, the marker");
 	lab_predict(l, "marker.pods", json_integer(0), "a suspended Job starts no Pod");
 	lab_predict(l, "marker.released", json_true(), "suspended with no Pod: proven stopped");
@@ -50,18 +50,21 @@ static void cancel_marker(struct lab *l)
 	}
 	json_t *t = lab_wait(l, id, "state", "unknown", 20000);
 	lab_observe(l, "marker.state_while_api_refuses",
-		    json_string(t ? lab_str(t, "state") : "not unknown"));
-	lab_measure(l, "marker_reason_while_refused", t ? json_incref(lab_get(t, "reason")) : json_null());
+	            json_string(t ? lab_str(t, "state") : "not unknown"));
+	lab_measure(l, "marker_reason_while_refused",
+	            t ? json_incref(lab_get(t, "reason")) : json_null());
 	json_decref(t);
 	lab_cancel(l, id, NULL);
 	lab_fault(l, NULL);
 	t = lab_wait(l, id, "state", "cancelled", 30000);
-	lab_observe(l, "marker.final_state", json_string(t ? lab_str(t, "state") : "not cancelled"));
-	lab_observe(l, "marker.released", json_incref(t ? lab_get(t, "reservation.released")
-							: json_false()));
+	lab_observe(l, "marker.final_state",
+	            json_string(t ? lab_str(t, "state") : "not cancelled"));
+	lab_observe(l, "marker.released",
+	            json_incref(t ? lab_get(t, "reservation.released") : json_false()));
 	json_decref(t);
 	json_t *job = job_of(l, id);
-	lab_observe(l, "marker.job_suspended", json_boolean(json_is_true(lab_get(job, "spec.suspend"))));
+	lab_observe(l, "marker.job_suspended",
+	            json_boolean(json_is_true(lab_get(job, "spec.suspend"))));
 	json_decref(job);
 	lab_observe(l, "marker.jobs", json_integer(count_of(l, "jobs", id)));
 	lab_observe(l, "marker.pods", json_integer(count_of(l, "pods", id)));
@@ -75,9 +78,9 @@ int exp_cancel(struct lab *l)
 	lab_predict(l, "final_state", json_string("cancelled"), "the Job is suspended");
 	lab_predict(l, "job.spec.suspend", json_true(), "cancel PATCHes spec.suspend: true");
 	lab_predict(l, "reservation.released", json_true(),
-		    "Suspended condition set and no Pod of the task running");
+	            "Suspended condition set and no Pod of the task running");
 	lab_predict(l, "reservation.release_reason", json_string("job_suspended"),
-		    "what proved the stop");
+	            "what proved the stop");
 	lab_predict(l, "reserved_back_to_before", json_true(), "the quota comes back");
 	json_t *body = lab_body(l, 1024, 25, 300, "LS", "normal");
 	char id[40];
@@ -89,8 +92,8 @@ int exp_cancel(struct lab *l)
 	struct httpc_resp r;
 	long s = lab_cancel(l, id, &r);
 	lab_observe(l, "cancel.status", json_integer(s));
-	lab_observe(l, "cancel.state", json_incref(lab_get(r.json, "state") ? lab_get(r.json, "state")
-									    : json_null()));
+	lab_observe(l, "cancel.state",
+	            json_incref(lab_get(r.json, "state") ? lab_get(r.json, "state") : json_null()));
 	httpc_resp_free(&r);
 	t = lab_wait(l, id, "reservation.released", "true", 30000);
 	if (!t)
@@ -98,10 +101,11 @@ int exp_cancel(struct lab *l)
 	lab_observe(l, "final_state", json_incref(lab_get(t, "state")));
 	lab_observe(l, "reservation.released", json_incref(lab_get(t, "reservation.released")));
 	lab_observe(l, "reservation.release_reason",
-		    json_incref(lab_get(t, "reservation.release_reason")));
+	            json_incref(lab_get(t, "reservation.release_reason")));
 	json_decref(t);
 	json_t *job = job_of(l, id);
-	lab_observe(l, "job.spec.suspend", json_boolean(json_is_true(lab_get(job, "spec.suspend"))));
+	lab_observe(l, "job.spec.suspend",
+	            json_boolean(json_is_true(lab_get(job, "spec.suspend"))));
 	json_decref(job);
 	lab_observe(l, "reserved_back_to_before", json_boolean(lab_reserved_mib(l) == before));
 	if (l->faults[0])
@@ -114,11 +118,12 @@ int exp_cancel(struct lab *l)
 int exp_restart(struct lab *l)
 {
 	lab_predict(l, "job_uid_unchanged", json_true(),
-		    "the Job's name is a function of the task and the reconciler observes first");
+	            "the Job's name is a function of the task and the reconciler observes first");
 	lab_predict(l, "jobs_of_task", json_integer(1), "never created twice");
-	lab_predict(l, "state_after_restart", json_string("running"), "nothing happened to the Pod");
+	lab_predict(l, "state_after_restart", json_string("running"),
+	            "nothing happened to the Pod");
 	lab_predict(l, "late.state", json_string("running"),
-		    "its intent, not yet acknowledged, is delivered again");
+	            "its intent, not yet acknowledged, is delivered again");
 	lab_predict(l, "late.jobs", json_integer(1), "exactly one Job");
 	lab_predict(l, "reserved_kept", json_true(), "a restart releases nothing");
 	json_t *body = lab_body(l, 1024, 25, 300, "LS", "normal");
@@ -139,11 +144,11 @@ int exp_restart(struct lab *l)
 	long long reserved = lab_reserved_mib(l);
 	char ts[40];
 	json_array_append_new(json_object_get(l->rec, "operations"),
-			      json_pack("{s:s, s:I, s:s, s:{s:I}, s:i}", "at",
-					clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "at_ms",
-					(json_int_t)clock_now_ms(), "action", "kill -9 gwb-server",
-					"request", "pid", (json_int_t)l->stack->server.pid, "status",
-					0));
+	                      json_pack("{s:s, s:I, s:s, s:{s:I}, s:i}", "at",
+	                                clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts),
+	                                "at_ms", (json_int_t)clock_now_ms(), "action",
+	                                "kill -9 gwb-server", "request", "pid",
+	                                (json_int_t)l->stack->server.pid, "status", 0));
 	stack_server_kill9(l->stack);
 	lab_say(l, "gwb-server killed with SIGKILL; starting it again");
 	char err[512];
@@ -152,11 +157,11 @@ int exp_restart(struct lab *l)
 		return 0;
 	}
 	json_array_append_new(json_object_get(l->rec, "operations"),
-			      json_pack("{s:s, s:I, s:s, s:{s:I}, s:i}", "at",
-					clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "at_ms",
-					(json_int_t)clock_now_ms(), "action", "start gwb-server",
-					"request", "pid", (json_int_t)l->stack->server.pid, "status",
-					0));
+	                      json_pack("{s:s, s:I, s:s, s:{s:I}, s:i}", "at",
+	                                clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts),
+	                                "at_ms", (json_int_t)clock_now_ms(), "action",
+	                                "start gwb-server", "request", "pid",
+	                                (json_int_t)l->stack->server.pid, "status", 0));
 	t = lab_wait(l, id, "state", "running", 20000);
 	lab_observe(l, "state_after_restart", json_string(t ? lab_str(t, "state") : "not running"));
 	const char *uid2 = t ? lab_str(t, "job.uid") : NULL;
@@ -181,8 +186,8 @@ static json_t *unblock_tasks(json_t *unblock)
 	int n = 0;
 	size_t i, j;
 	json_t *u, *t;
-	json_array_foreach(unblock, i, u)
-		json_array_foreach(json_object_get(u, "release_tasks"), j, t)
+	json_array_foreach (unblock, i, u)
+		json_array_foreach (json_object_get(u, "release_tasks"), j, t)
 			if (n < 4 && json_is_string(t))
 				snprintf(a[n++], sizeof a[0], "%s", json_string_value(t));
 	for (int x = 0; x < n; x++)
@@ -215,11 +220,12 @@ int exp_fragmentation(struct lab *l)
 	json_decref(ta);
 	json_decref(tb);
 	lab_predict(l, "A_and_B_on_different_cards", json_true(),
-		    "5120 + 5120 MiB do not fit one 8192 MiB card");
+	            "5120 + 5120 MiB do not fit one 8192 MiB card");
 	lab_observe(l, "A_and_B_on_different_cards", json_boolean(ma != mb));
 	lab_predict(l, "C.diagnosis", json_string("fragmentation"),
-		    "6144 MiB free in total, 3072 on each card, C needs 4096 on one");
-	lab_predict(l, "C.total_free_mib", json_integer(2 * 8192 - 2 * 5120), "2 x 8192 - 2 x 5120");
+	            "6144 MiB free in total, 3072 on each card, C needs 4096 on one");
+	lab_predict(l, "C.total_free_mib", json_integer(2 * 8192 - 2 * 5120),
+	            "2 x 8192 - 2 x 5120");
 	lab_predict(l, "C.scheduler_says_0_of_1_nodes", json_true(), "the scheduler's own message");
 	json_t *sorted = json_array();
 	json_array_append_new(sorted, json_string(strcmp(a, b) < 0 ? a : b));
@@ -230,11 +236,13 @@ int exp_fragmentation(struct lab *l)
 	json_decref(body);
 	if (!tc)
 		return 0;
-	lab_observe(l, "C.diagnosis", json_incref(lab_get(tc, "pending.diagnosis.kind")
-							 ? lab_get(tc, "pending.diagnosis.kind")
-							 : json_null()));
+	lab_observe(l, "C.diagnosis",
+	            json_incref(lab_get(tc, "pending.diagnosis.kind")
+	                            ? lab_get(tc, "pending.diagnosis.kind")
+	                            : json_null()));
 	lab_observe(l, "C.total_free_mib",
-		    json_integer(json_integer_value(lab_get(tc, "pending.diagnosis.cards.total_free_mib"))));
+	            json_integer(
+	                json_integer_value(lab_get(tc, "pending.diagnosis.cards.total_free_mib"))));
 	const char *msg = lab_str(tc, "pending.scheduler_message");
 	if (!msg) {
 		/* The scheduler's message may come a moment after our diagnosis. */
@@ -248,7 +256,7 @@ int exp_fragmentation(struct lab *l)
 		msg = tc ? lab_str(tc, "pending.scheduler_message") : NULL;
 	}
 	lab_observe(l, "C.scheduler_says_0_of_1_nodes",
-		    json_boolean(msg && strstr(msg, "0/1 nodes are available")));
+	            json_boolean(msg && strstr(msg, "0/1 nodes are available")));
 	lab_observe(l, "C.unblock_tasks", unblock_tasks(lab_get(tc, "pending.diagnosis.unblock")));
 	lab_measure(l, "C_pending", json_incref(lab_get(tc, "pending")));
 	json_decref(tc);
@@ -266,9 +274,10 @@ int exp_fragmentation(struct lab *l)
 
 int exp_health(struct lab *l)
 {
-	lab_predict(l, "card1.healthy", json_false(), "koordlet's health report, through the Device");
+	lab_predict(l, "card1.healthy", json_false(),
+	            "koordlet's health report, through the Device");
 	lab_action(l, "device-health",
-		   "{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": false, \"xid\": 79}");
+	           "{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": false, \"xid\": 79}");
 	int64_t end = clock_mono_ms() + 10000;
 	json_t *card = NULL;
 	for (;;) {
@@ -281,32 +290,35 @@ int exp_health(struct lab *l)
 			break;
 		lab_sleep_ms(100);
 	}
-	lab_observe(l, "card1.healthy", json_incref(json_object_get(card, "healthy")
-							   ? json_object_get(card, "healthy")
-							   : json_null()));
+	lab_observe(l, "card1.healthy",
+	            json_incref(json_object_get(card, "healthy") ? json_object_get(card, "healthy")
+	                                                         : json_null()));
 	lab_measure(l, "card1_unhealthy", card);
 	lab_predict(l, "X.minor", json_integer(0), "card 1 is unhealthy: it gets nothing");
 	lab_predict(l, "Y.diagnosis", json_string("device_unhealthy"),
-		    "card 0 is busy and card 1 could hold Y but is unhealthy");
+	            "card 0 is busy and card 1 could hold Y but is unhealthy");
 	lab_predict(l, "Y.after_recovery", json_string("bind:[1]"), "card 1 healthy again");
 	json_t *body = lab_body(l, 5120, 60, 60, "LS", "normal");
 	char x[40], y[40];
 	json_t *tx = lab_start(l, "X", body, x, sizeof x);
 	if (tx)
-		lab_observe(l, "X.minor", json_incref(lab_get(tx, "allocation.cards.0.minor")
-							      ? lab_get(tx, "allocation.cards.0.minor")
-							      : json_null()));
+		lab_observe(l, "X.minor",
+		            json_incref(lab_get(tx, "allocation.cards.0.minor")
+		                            ? lab_get(tx, "allocation.cards.0.minor")
+		                            : json_null()));
 	json_t *ty = tx ? lab_start(l, "Y", body, y, sizeof y) : NULL;
 	json_decref(body);
 	json_decref(tx);
 	if (!ty)
 		return 0;
-	lab_observe(l, "Y.diagnosis", json_incref(lab_get(ty, "pending.diagnosis.kind")
-							 ? lab_get(ty, "pending.diagnosis.kind")
-							 : json_null()));
+	lab_observe(l, "Y.diagnosis",
+	            json_incref(lab_get(ty, "pending.diagnosis.kind")
+	                            ? lab_get(ty, "pending.diagnosis.kind")
+	                            : json_null()));
 	lab_measure(l, "Y_pending", json_incref(lab_get(ty, "pending")));
 	json_decref(ty);
-	lab_action(l, "device-health", "{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": true}");
+	lab_action(l, "device-health",
+	           "{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": true}");
 	ty = lab_wait(l, y, "state", "running", 30000);
 	char buf[96];
 	lab_observe(l, "Y.after_recovery", json_string(lab_task_summary(ty, buf, sizeof buf)));

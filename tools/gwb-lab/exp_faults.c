@@ -40,7 +40,7 @@ static int held(struct lab *l, const char *id)
 }
 
 static void predict_case(struct lab *l, const char *c, const char *why, const char *reason,
-			 const char *final)
+                         const char *final)
 {
 	char f[96];
 	snprintf(f, sizeof f, "%s.held_during_fault", c);
@@ -74,7 +74,7 @@ static int pod_terminating(struct lab *l, const char *id)
 	while (clock_mono_ms() < end) {
 		json_t *pods = lab_kube_of(l, "pods", id);
 		int term = json_array_size(pods) == 1 &&
-			   lab_get(json_array_get(pods, 0), "metadata.deletionTimestamp");
+		           lab_get(json_array_get(pods, 0), "metadata.deletionTimestamp");
 		json_decref(pods);
 		if (term)
 			return 1;
@@ -88,12 +88,12 @@ int exp_norelease(struct lab *l)
 	char id[40];
 	char f[96];
 	predict_case(l, "terminating", "a Terminating Pod may still run", "job_suspended",
-		     "cancelled");
+	             "cancelled");
 	predict_case(l, "api_refused", "an unreachable API proves nothing", "job_suspended",
-		     "cancelled");
+	             "cancelled");
 	predict_case(l, "orphaned", "a Pod without its Job still runs", "job_gone", "succeeded");
 	lab_predict(l, "terminating.pod_terminating", json_true(),
-		    "the Pod was deleted but the kubelet does not finish it");
+	            "the Pod was deleted but the kubelet does not finish it");
 	lab_predict(l, "orphaned.jobs_during", json_integer(0), "the Job was deleted");
 	lab_predict(l, "orphaned.pods_during", json_integer(1), "its Pod kept running");
 
@@ -149,7 +149,8 @@ int exp_timeout(struct lab *l)
 	lab_predict(l, "final_state", json_string("running"), "the next attempt observes the Job");
 	lab_predict(l, "jobs_of_task", json_integer(1), "observe before create: never two");
 	lab_predict(l, "job_uid_is_the_stored_one", json_true(), "the Job it adopted");
-	lab_predict(l, "released_while_unknown", json_false(), "an unknown outcome keeps the quota");
+	lab_predict(l, "released_while_unknown", json_false(),
+	            "an unknown outcome keeps the quota");
 	lab_fault(l, "{\"withhold_create\": {\"resource\": \"jobs\", \"count\": 1}}");
 	json_t *body = lab_body(l, 1024, 25, 30, "LS", "normal");
 	char id[40];
@@ -164,7 +165,7 @@ int exp_timeout(struct lab *l)
 	lab_observe(l, "jobs_of_task", json_integer((json_int_t)json_array_size(jobs)));
 	const char *uid = lab_str(jobs, "0.metadata.uid"), *tuid = lab_str(t, "job.uid");
 	lab_observe(l, "job_uid_is_the_stored_one",
-		    json_boolean(uid && tuid && strcmp(uid, tuid) == 0));
+	            json_boolean(uid && tuid && strcmp(uid, tuid) == 0));
 	json_decref(jobs);
 	json_decref(t);
 	lab_capture_logs(l, id);
@@ -176,7 +177,7 @@ int exp_timeout(struct lab *l)
 	size_t i;
 	json_t *e;
 	json_t *kept = json_array();
-	json_array_foreach(json_object_get(r.json, "events"), i, e) {
+	json_array_foreach (json_object_get(r.json, "events"), i, e) {
 		const char *to = lab_str(e, "to"), *type = lab_str(e, "type");
 		unknown |= to && strcmp(to, "unknown") == 0;
 		released |= type && strcmp(type, "released") == 0;

@@ -16,11 +16,11 @@
 
 /* One probe request: PROBE_PRODUCTS products of two N x N matrices, the worker's own kernel
  * size (worker/work.h WORK_N), about a millisecond of one CPU. */
-#define PROBE_N 64
+#define PROBE_N        64
 #define PROBE_PRODUCTS 4
 /* A fixed rate and a fixed count: 20 requests a second for 8 seconds per phase. */
 #define PROBE_INTERVAL_MS 50
-#define PROBE_SAMPLES 160
+#define PROBE_SAMPLES     160
 
 static double probe_once(double *a, double *b, double *c)
 {
@@ -34,7 +34,8 @@ static double probe_once(double *a, double *b, double *c)
 				c[i * PROBE_N + j] = s;
 			}
 		trace += c[p % PROBE_N * (PROBE_N + 1)];
-		a[p % (PROBE_N * PROBE_N)] += 1e-9 * trace; /* the next product depends on this one */
+		a[p % (PROBE_N * PROBE_N)] +=
+		    1e-9 * trace; /* the next product depends on this one */
 	}
 	return trace;
 }
@@ -54,7 +55,7 @@ static json_t *probe_run(struct lab *l, const char *phase, int64_t *t_start, int
 	json_t *samples = json_array();
 	double sink = 0;
 	lab_say(l, "probe (%s): %d requests at %d/s", phase, PROBE_SAMPLES,
-		1000 / PROBE_INTERVAL_MS);
+	        1000 / PROBE_INTERVAL_MS);
 	*t_start = clock_now_ms();
 	int64_t start_us = clock_mono_ms() * 1000;
 	for (int i = 0; i < PROBE_SAMPLES; i++) {
@@ -116,7 +117,7 @@ static json_t *worker_shares(json_t *progress, int64_t from, int64_t to)
 	json_t *out = json_array();
 	size_t i;
 	json_t *e;
-	json_array_foreach(progress, i, e) {
+	json_array_foreach (progress, i, e) {
 		int64_t at;
 		if (!lab_str(e, "ts") || clock_parse_rfc3339(lab_str(e, "ts"), &at) != 0)
 			continue;
@@ -138,43 +139,43 @@ static int has_batch_cpu(json_t *pod)
 {
 	return lab_get(pod, "spec.containers.0.resources.requests") &&
 	       json_object_get(lab_get(pod, "spec.containers.0.resources.requests"),
-			       "kubernetes.io/batch-cpu") != NULL;
+	                       "kubernetes.io/batch-cpu") != NULL;
 }
 
 static json_t *phase_summary(json_t *samples, json_t *shares)
 {
 	return json_pack("{s:I, s:I, s:I, s:O}", "samples", (json_int_t)json_array_size(samples),
-			 "p50_us", (json_int_t)percentile(samples, 50), "p99_us",
-			 (json_int_t)percentile(samples, 99), "ls_worker_cpu_share_percent",
-			 shares);
+	                 "p50_us", (json_int_t)percentile(samples, 50), "p99_us",
+	                 (json_int_t)percentile(samples, 99), "ls_worker_cpu_share_percent",
+	                 shares);
 }
 
 int exp_lsbe(struct lab *l)
 {
 	char path[200];
 	snprintf(path, sizeof path,
-		 "/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles/gpu-workbench-be");
+	         "/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles/gpu-workbench-be");
 	json_t *profile = lab_kube_get(l, path);
 	int with_profile = profile != NULL;
 	json_decref(profile);
 	json_object_set_new(json_object_get(l->rec, "parameters"), "probe",
-			    json_pack("{s:i, s:i, s:i, s:i, s:s}", "interval_ms", PROBE_INTERVAL_MS,
-				      "samples_per_phase", PROBE_SAMPLES, "products", PROBE_PRODUCTS,
-				      "matrix_n", PROBE_N, "where",
-				      "gwb-lab's process on the node's host, beside the Pods"));
+	                    json_pack("{s:i, s:i, s:i, s:i, s:s}", "interval_ms", PROBE_INTERVAL_MS,
+	                              "samples_per_phase", PROBE_SAMPLES, "products",
+	                              PROBE_PRODUCTS, "matrix_n", PROBE_N, "where",
+	                              "gwb-lab's process on the node's host, beside the Pods"));
 	lab_predict(l, "LS.qos_label", json_string("LS"), "the task's qos becomes the Pod's label");
 	lab_predict(l, "LS.batch_cpu", json_false(), "LS keeps plain cpu and memory");
 	lab_predict(l, "BE.qos_label", json_string("BE"), "the task's qos");
 	lab_predict(l, "BE.priority_class", with_profile ? json_string("koord-batch") : json_null(),
-		    with_profile ? "the ClusterColocationProfile gpu-workbench-be matches BE"
-				 : "no ClusterColocationProfile: nothing rewrites BE pods");
+	            with_profile ? "the ClusterColocationProfile gpu-workbench-be matches BE"
+	                         : "no ClusterColocationProfile: nothing rewrites BE pods");
 	lab_predict(l, "BE.batch_cpu", json_boolean(with_profile),
-		    "the colocation webhook rewrites cpu to kubernetes.io/batch-cpu");
+	            "the colocation webhook rewrites cpu to kubernetes.io/batch-cpu");
 	lab_predict(l, "same_node", json_true(), "one node: the neighbours share its CPUs");
 	lab_predict(l, "probe.samples_alone", json_integer(PROBE_SAMPLES), "a fixed count");
 	lab_predict(l, "probe.samples_with_be", json_integer(PROBE_SAMPLES), "a fixed count");
 	lab_predict(l, "card_isolation", json_string("none"),
-		    "the GPU share is a CPU duty cycle; nothing isolates a card");
+	            "the GPU share is a CPU duty cycle; nothing isolates a card");
 
 	char ls[40], be1[40], be2[40];
 	json_t *body = lab_body(l, 1024, 25, 60, "LS", "normal");
@@ -213,11 +214,12 @@ int exp_lsbe(struct lab *l)
 	lab_observe(l, "BE.batch_cpu", json_boolean(has_batch_cpu(pbe)));
 	const char *n1 = lab_str(pls, "spec.nodeName"), *n2 = lab_str(pbe, "spec.nodeName");
 	lab_observe(l, "same_node", json_boolean(n1 && n2 && strcmp(n1, n2) == 0));
-	lab_measure(l, "pods", json_pack("{s:{s:O?, s:O?}, s:{s:O?, s:O?}}", "LS", "labels",
-					 lab_get(pls, "metadata.labels"), "resources",
-					 lab_get(pls, "spec.containers.0.resources"), "BE", "labels",
-					 lab_get(pbe, "metadata.labels"), "resources",
-					 lab_get(pbe, "spec.containers.0.resources")));
+	lab_measure(l, "pods",
+	            json_pack("{s:{s:O?, s:O?}, s:{s:O?, s:O?}}", "LS", "labels",
+	                      lab_get(pls, "metadata.labels"), "resources",
+	                      lab_get(pls, "spec.containers.0.resources"), "BE", "labels",
+	                      lab_get(pbe, "metadata.labels"), "resources",
+	                      lab_get(pbe, "spec.containers.0.resources")));
 	json_decref(pls);
 	json_decref(pbe);
 	lab_observe(l, "probe.samples_alone", json_integer((json_int_t)json_array_size(alone)));
@@ -226,11 +228,11 @@ int exp_lsbe(struct lab *l)
 	const char *verdict = NULL;
 	size_t i;
 	json_t *e;
-	json_array_foreach(json_object_get(l->logs, ls), i, e)
+	json_array_foreach (json_object_get(l->logs, ls), i, e)
 		if (lab_str(e, "event") && strcmp(lab_str(e, "event"), "isolation") == 0)
 			verdict = lab_str(e, "verdict");
 	lab_observe(l, "card_isolation",
-		    json_string(verdict && strcmp(verdict, "enforced") == 0 ? "enforced" : "none"));
+	            json_string(verdict && strcmp(verdict, "enforced") == 0 ? "enforced" : "none"));
 
 	json_t *sa = phase_summary(alone, worker_shares(progress, a0, a1));
 	json_t *sb = phase_summary(with_be, worker_shares(progress, b0, b1));
@@ -243,12 +245,12 @@ int exp_lsbe(struct lab *l)
 	       (long long)json_integer_value(lab_get(sb, "p99_us")));
 	fflush(stdout);
 	lab_measure(l, "latency",
-		    json_pack("{s:o, s:o, s:{s:o, s:o}, s:s}", "alone", sa, "with_be", sb,
-			      "raw_samples_us", "alone", alone, "with_be", with_be, "note",
-			      "the probe is CPU work at a fixed rate on the node's host; the GPU "
-			      "share here is a CPU duty cycle and nothing isolates a card, so this "
-			      "measures host CPU contention only. No expectation is set on these "
-			      "figures: one run on a shared machine proves no latency claim."));
+	            json_pack("{s:o, s:o, s:{s:o, s:o}, s:s}", "alone", sa, "with_be", sb,
+	                      "raw_samples_us", "alone", alone, "with_be", with_be, "note",
+	                      "the probe is CPU work at a fixed rate on the node's host; the GPU "
+	                      "share here is a CPU duty cycle and nothing isolates a card, so this "
+	                      "measures host CPU contention only. No expectation is set on these "
+	                      "figures: one run on a shared machine proves no latency claim."));
 	json_decref(progress);
 	return 0;
 }

@@ -24,7 +24,7 @@ static void progress_end(struct lab *l);
 
 void lab_sleep_ms(int ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
@@ -51,7 +51,7 @@ void lab_error(struct lab *l, const char *field, const char *fmt, ...)
 	printf("  ERROR    %s: %s\n", field, why);
 	fflush(stdout);
 	json_array_append_new(json_object_get(l->rec, "errors"),
-			      json_pack("{s:s, s:s}", "field", field, "error", why));
+	                      json_pack("{s:s, s:s}", "field", field, "error", why));
 	if (!l->fail[0])
 		snprintf(l->fail, sizeof l->fail, "%s: %s", field, why);
 }
@@ -59,33 +59,34 @@ void lab_error(struct lab *l, const char *field, const char *fmt, ...)
 /* ---- HTTP ---- */
 
 long lab_http(struct lab *l, const char *action, const char *method, const char *base,
-	      const char *sock, const char *path, const json_t *body, const char *const *headers,
-	      struct httpc_resp *r)
+              const char *sock, const char *path, const json_t *body, const char *const *headers,
+              struct httpc_resp *r)
 {
 	char url[1024];
 	snprintf(url, sizeof url, "%s%s", base, path);
 	int is_api = strcmp(base, l->url) == 0;
-	struct httpc_req q = { .method = method,
-			       .url = url,
-			       .unix_socket = sock,
-			       .token = is_api ? l->token : NULL,
-			       .json = body,
-			       .headers = headers,
-			       .timeout_ms = 15000 };
+	struct httpc_req q = {.method = method,
+	                      .url = url,
+	                      .unix_socket = sock,
+	                      .token = is_api ? l->token : NULL,
+	                      .json = body,
+	                      .headers = headers,
+	                      .timeout_ms = 15000};
 	int64_t at = clock_now_ms();
 	httpc_do(l->http, &q, r);
 	if (action && l->rec) {
 		char ts[40];
-		json_t *req = json_pack("{s:s, s:s}", "method", method ? method : "GET", "path", path);
+		json_t *req =
+		    json_pack("{s:s, s:s}", "method", method ? method : "GET", "path", path);
 		if (body)
 			json_object_set(req, "body", (json_t *)body);
 		for (const char *const *h = headers; h && *h; h++)
 			if (strncmp(*h, "Idempotency-Key:", 16) == 0)
 				json_object_set_new(req, "idempotency_key", json_string(*h + 17));
-		json_t *op = json_pack("{s:s, s:I, s:s, s:o, s:I}", "at",
-				       clock_fmt_rfc3339_ms(at, ts, sizeof ts), "at_ms", (json_int_t)at,
-				       "action", action, "request", req, "status",
-				       (json_int_t)r->status);
+		json_t *op =
+		    json_pack("{s:s, s:I, s:s, s:o, s:I}", "at",
+		              clock_fmt_rfc3339_ms(at, ts, sizeof ts), "at_ms", (json_int_t)at,
+		              "action", action, "request", req, "status", (json_int_t)r->status);
 		if (r->status >= 400 && httpc_error_code(r)[0])
 			json_object_set_new(op, "error", json_string(httpc_error_code(r)));
 		if (r->replayed)
@@ -96,7 +97,7 @@ long lab_http(struct lab *l, const char *action, const char *method, const char 
 }
 
 long lab_api(struct lab *l, const char *action, const char *method, const char *path,
-	     const json_t *body, struct httpc_resp *r)
+             const json_t *body, struct httpc_resp *r)
 {
 	return lab_http(l, action, method, l->url, NULL, path, body, NULL, r);
 }
@@ -112,7 +113,7 @@ json_t *lab_kube_get(struct lab *l, const char *path)
 }
 
 static long control(struct lab *l, const char *action, const char *method, const char *path,
-		    const char *body)
+                    const char *body)
 {
 	struct httpc_resp r;
 	json_error_t je;
@@ -126,7 +127,7 @@ static long control(struct lab *l, const char *action, const char *method, const
 long lab_fault(struct lab *l, const char *body)
 {
 	return control(l, body ? "fault" : "clear faults", body ? "PUT" : "DELETE",
-		       "/_kubesim/faults", body);
+	               "/_kubesim/faults", body);
 }
 
 long lab_action(struct lab *l, const char *name, const char *body)
@@ -141,19 +142,19 @@ long lab_action(struct lab *l, const char *name, const char *body)
 json_t *lab_body(struct lab *l, int mem, int core, int secs, const char *qos, const char *exp)
 {
 	return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:s}", "team", l->team, "name",
-			 l->exp ? l->exp->name : "lab", "gpu_memory_mib", mem, "gpu_core_percent",
-			 core, "gpu_count", 1, "duration_seconds", secs, "qos", qos ? qos : "LS",
-			 "experiment", exp ? exp : "normal");
+	                 l->exp ? l->exp->name : "lab", "gpu_memory_mib", mem, "gpu_core_percent",
+	                 core, "gpu_count", 1, "duration_seconds", secs, "qos", qos ? qos : "LS",
+	                 "experiment", exp ? exp : "normal");
 }
 
 long lab_submit(struct lab *l, const char *action, const json_t *body, const char *key,
-		struct httpc_resp *r)
+                struct httpc_resp *r)
 {
 	char hdr[200];
-	const char *headers[] = { hdr, NULL };
+	const char *headers[] = {hdr, NULL};
 	snprintf(hdr, sizeof hdr, "Idempotency-Key: %s", key ? key : "");
-	long s = lab_http(l, action, "POST", l->url, NULL, "/v1/tasks", body, key ? headers : NULL,
-			  r);
+	long s =
+	    lab_http(l, action, "POST", l->url, NULL, "/v1/tasks", body, key ? headers : NULL, r);
 	const char *tid = lab_str(r->json, "id");
 	if (s == 201 && tid)
 		json_array_append_new(l->mine, json_string(tid));
@@ -199,8 +200,8 @@ json_t *lab_start(struct lab *l, const char *label, const json_t *body, char *id
 		if (clock_mono_ms() - started > 30000) {
 			progress_end(l);
 			const char *st = lab_str(t, "state");
-			lab_error(l, label, "%s never ran nor got a diagnosis in 30 s (state %s)", id,
-				  st ? st : "?");
+			lab_error(l, label, "%s never ran nor got a diagnosis in 30 s (state %s)",
+			          id, st ? st : "?");
 			json_decref(t);
 			return NULL;
 		}
@@ -244,7 +245,7 @@ json_t *lab_get(json_t *o, const char *path)
 		if (dot)
 			*dot++ = '\0';
 		o = json_is_array(o) ? json_array_get(o, (size_t)strtoul(tok, NULL, 10))
-				     : json_object_get(o, tok);
+		                     : json_object_get(o, tok);
 	}
 	return o;
 }
@@ -293,8 +294,7 @@ static void progress_end(struct lab *l)
 	}
 }
 
-json_t *lab_wait(struct lab *l, const char *id, const char *path, const char *want,
-		 int timeout_ms)
+json_t *lab_wait(struct lab *l, const char *id, const char *path, const char *want, int timeout_ms)
 {
 	char what[256], buf[32];
 	snprintf(what, sizeof what, "%s %s = %s", id, path, want);
@@ -309,9 +309,8 @@ json_t *lab_wait(struct lab *l, const char *id, const char *path, const char *wa
 		if (clock_mono_ms() - started > timeout_ms) {
 			progress_end(l);
 			lab_error(l, path, "%s stayed %s (state %s) for %d s, never %s", id,
-				  v ? v : "absent", lab_str(t, "state") ? lab_str(t, "state") : "?",
-				  timeout_ms / 1000,
-				  want);
+			          v ? v : "absent", lab_str(t, "state") ? lab_str(t, "state") : "?",
+			          timeout_ms / 1000, want);
 			json_decref(t);
 			return NULL;
 		}
@@ -341,8 +340,8 @@ static json_t *team_quota(struct lab *l)
 	json_t *q = json_null();
 	if (lab_api(l, NULL, "GET", path, NULL, &r) == 200 && r.json)
 		q = json_pack("{s:O?, s:O?, s:O?}", "quota", json_object_get(r.json, "quota"),
-			      "reserved", json_object_get(r.json, "reserved"), "available",
-			      json_object_get(r.json, "available"));
+		              "reserved", json_object_get(r.json, "reserved"), "available",
+		              json_object_get(r.json, "available"));
 	httpc_resp_free(&r);
 	return q;
 }
@@ -351,7 +350,7 @@ json_t *lab_kube_of(struct lab *l, const char *kind, const char *id)
 {
 	char path[300];
 	snprintf(path, sizeof path, "/%s/namespaces/%s/%s?labelSelector=gwb.io%%2Ftask%%3D%s",
-		 strcmp(kind, "jobs") == 0 ? "apis/batch/v1" : "api/v1", l->ns, kind, id);
+	         strcmp(kind, "jobs") == 0 ? "apis/batch/v1" : "api/v1", l->ns, kind, id);
 	json_t *list = lab_kube_get(l, path);
 	json_t *items = list ? json_incref(json_object_get(list, "items")) : NULL;
 	json_decref(list);
@@ -389,19 +388,24 @@ static json_t *worker_log(struct lab *l, const char *id)
 
 int lab_capture_logs(struct lab *l, const char *id)
 {
-	static const char *const keep[] = { "start",         "isolation",
-					    "budget",        "ledger_booked",
-					    "simulated_limit_rejected", "work_started",
-					    "done",          "work_stopped",
-					    "terminated",    "budget_invalid",
-					    NULL };
+	static const char *const keep[] = {"start",
+	                                   "isolation",
+	                                   "budget",
+	                                   "ledger_booked",
+	                                   "simulated_limit_rejected",
+	                                   "work_started",
+	                                   "done",
+	                                   "work_stopped",
+	                                   "terminated",
+	                                   "budget_invalid",
+	                                   NULL};
 	json_t *lines = worker_log(l, id);
 	if (!lines)
 		return -1;
 	json_t *excerpt = json_array();
 	size_t i;
 	json_t *o;
-	json_array_foreach(lines, i, o) {
+	json_array_foreach (lines, i, o) {
 		const char *ev = lab_str(o, "event");
 		for (const char *const *k = keep; ev && *k; k++)
 			if (strcmp(ev, *k) == 0)
@@ -417,7 +421,7 @@ json_t *lab_worker_progress(struct lab *l, const char *id)
 	json_t *lines = worker_log(l, id), *out = json_array();
 	size_t i;
 	json_t *o;
-	json_array_foreach(lines, i, o) {
+	json_array_foreach (lines, i, o) {
 		const char *ev = lab_str(o, "event");
 		if (ev && strcmp(ev, "progress") == 0)
 			json_array_append(out, o);
@@ -434,13 +438,13 @@ json_t *lab_dry_run(struct lab *l, const json_t *body)
 		return NULL;
 	struct httpc_resp r;
 	json_t *d = NULL;
-	long s = lab_http(l, "dry run", "POST", l->url, NULL, "/v1/tasks?dry_run=true", body, NULL,
-			  &r);
+	long s =
+	    lab_http(l, "dry run", "POST", l->url, NULL, "/v1/tasks?dry_run=true", body, NULL, &r);
 	if (s == 200 && json_is_true(json_object_get(r.json, "dry_run")))
 		d = json_incref(r.json);
 	else
 		lab_error(l, "dry_run", "POST /v1/tasks?dry_run=true answered %ld %s", s,
-			  httpc_error_code(&r));
+		          httpc_error_code(&r));
 	httpc_resp_free(&r);
 	return d;
 }
@@ -450,11 +454,11 @@ static void minors(json_t *cards, const char *key, char *buf, size_t len)
 	size_t i, n = 0;
 	json_t *c;
 	n += (size_t)snprintf(buf + n, len - n, "[");
-	json_array_foreach(cards, i, c) {
+	json_array_foreach (cards, i, c) {
 		json_t *m = key ? json_object_get(c, key) : c;
 		if (n < len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "",
-					      (long long)json_integer_value(m));
+			                      (long long)json_integer_value(m));
 	}
 	if (n < len)
 		snprintf(buf + n, len - n, "]");
@@ -467,7 +471,7 @@ const char *lab_dry_summary(const json_t *dry, char *buf, size_t len)
 		const char *code = lab_str(d, "quota.code");
 		snprintf(buf, len, "refused:%s", code ? code : "quota_exceeded");
 	} else if (lab_str(d, "placement.outcome") &&
-		   strcmp(lab_str(d, "placement.outcome"), "bind") == 0) {
+	           strcmp(lab_str(d, "placement.outcome"), "bind") == 0) {
 		char m[64];
 		minors(lab_get(d, "placement.cards"), NULL, m, sizeof m);
 		snprintf(buf, len, "bind:%s", m);
@@ -512,7 +516,7 @@ void lab_predict(struct lab *l, const char *field, json_t *value, const char *wh
 		value = json_incref(forced);
 		why = "injected with --expect";
 		json_object_set_new(json_object_get(l->rec, "parameters"), "injected_expectation",
-				    json_pack("{s:s, s:O}", "field", field, "value", forced));
+		                    json_pack("{s:s, s:O}", "field", field, "value", forced));
 	}
 	json_object_set_new(json_object_get(l->rec, "prediction"), field, value);
 	json_object_set_new(json_object_get(l->rec, "prediction_basis"), field, json_string(why));
@@ -531,7 +535,7 @@ json_t *lab_predict_placement(struct lab *l, const char *label, const json_t *bo
 		json_object_set(json_object_get(l->rec, "dry_runs"), label, d);
 	} else {
 		json_t *un = json_pack("{s:s, s:s}", "unavailable", "dry run", "reason",
-				       l->dry_run_note[0] ? l->dry_run_note : "the dry run failed");
+		                       l->dry_run_note[0] ? l->dry_run_note : "the dry run failed");
 		json_object_set_new(json_object_get(l->rec, "prediction_unavailable"), field, un);
 		printf("  predict  %s = unavailable (%s)\n", field, l->dry_run_note);
 	}
@@ -554,7 +558,7 @@ int lab_observe(struct lab *l, const char *field, json_t *value)
 		show("observe", field, value, tail);
 		if (!l->fail[0])
 			snprintf(l->fail, sizeof l->fail, "%s: predicted %.160s, observed %.160s",
-				 field, pd ? pd : "nothing", od ? od : "?");
+			         field, pd ? pd : "nothing", od ? od : "?");
 		gwb_free(pd);
 		gwb_free(od);
 	}
@@ -593,13 +597,13 @@ void lab_begin(struct lab *l, const struct exp_def *exp, int order, json_t *para
 	l->logs = json_object();
 	char ts[40];
 	l->rec = json_pack(
-		"{s:s, s:i, s:s, s:s, s:s, s:o, s:{}, s:{}, s:{}, s:{}, s:{}, s:{}, s:[], s:[], "
-		"s:{s:o, s:n}, s:{}, s:[]}",
-		"name", exp->name, "order", order, "mode", l->mode, "version", l->version,
-		"started_at", clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "parameters",
-		params ? params : json_object(), "prediction", "prediction_basis",
-		"prediction_unavailable", "dry_runs", "observed", "agreement", "operations", "tasks",
-		"quota", "before", team_quota(l), "after", "measurements", "errors");
+	    "{s:s, s:i, s:s, s:s, s:s, s:o, s:{}, s:{}, s:{}, s:{}, s:{}, s:{}, s:[], s:[], "
+	    "s:{s:o, s:n}, s:{}, s:[]}",
+	    "name", exp->name, "order", order, "mode", l->mode, "version", l->version, "started_at",
+	    clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "parameters",
+	    params ? params : json_object(), "prediction", "prediction_basis",
+	    "prediction_unavailable", "dry_runs", "observed", "agreement", "operations", "tasks",
+	    "quota", "before", team_quota(l), "after", "measurements", "errors");
 	json_t *p = json_object_get(l->rec, "parameters");
 	json_object_set_new(p, "team", json_string(l->team));
 	json_object_set_new(p, "dry_run", json_string(l->dry_run ? "available" : l->dry_run_note));
@@ -615,13 +619,13 @@ static void cleanup(struct lab *l)
 		for (int m = 0; m < 2; m++) {
 			char body[128];
 			snprintf(body, sizeof body,
-				 "{\"node\": \"colima-gwb\", \"minor\": %d, \"healthy\": true}", m);
+			         "{\"node\": \"colima-gwb\", \"minor\": %d, \"healthy\": true}", m);
 			control(l, NULL, "POST", "/_kubesim/actions/device-health", body);
 		}
 	}
 	size_t i;
 	json_t *v;
-	json_array_foreach(l->mine, i, v) {
+	json_array_foreach (l->mine, i, v) {
 		const char *id = json_string_value(v);
 		json_t *t = lab_task(l, id);
 		if (t && json_is_false(lab_get(t, "reservation.released")) &&
@@ -629,9 +633,9 @@ static void cleanup(struct lab *l)
 			lab_cancel(l, id, NULL);
 		json_decref(t);
 	}
-	json_array_foreach(l->mine, i, v) {
+	json_array_foreach (l->mine, i, v) {
 		json_t *t = lab_wait(l, json_string_value(v), "reservation.released", "true",
-				     CLEANUP_TIMEOUT_MS);
+		                     CLEANUP_TIMEOUT_MS);
 		json_decref(t);
 	}
 }
@@ -643,20 +647,20 @@ static json_t *task_evidence(struct lab *l, const char *id)
 		lab_capture_logs(l, id);
 	json_t *logs = json_object_get(l->logs, id);
 	json_t *e = json_pack(
-		"{s:s, s:{s:O?, s:O?}, s:{s:O?, s:O?}, s:O?, s:O?, s:O?, s:O?, s:{s:O?, s:O?}}", "id",
-		id, "job", "name", lab_get(t, "job.name"), "uid", lab_get(t, "job.uid"), "pod",
-		"name", lab_get(t, "pod.name"), "uid", lab_get(t, "pod.uid"), "annotation",
-		lab_get(t, "allocation.annotation"), "cards", lab_get(t, "allocation.cards"),
-		"logs", logs, "final_state", lab_get(t, "state"), "reservation", "released",
-		lab_get(t, "reservation.released"), "release_reason",
-		lab_get(t, "reservation.release_reason"));
+	    "{s:s, s:{s:O?, s:O?}, s:{s:O?, s:O?}, s:O?, s:O?, s:O?, s:O?, s:{s:O?, s:O?}}", "id",
+	    id, "job", "name", lab_get(t, "job.name"), "uid", lab_get(t, "job.uid"), "pod", "name",
+	    lab_get(t, "pod.name"), "uid", lab_get(t, "pod.uid"), "annotation",
+	    lab_get(t, "allocation.annotation"), "cards", lab_get(t, "allocation.cards"), "logs",
+	    logs, "final_state", lab_get(t, "state"), "reservation", "released",
+	    lab_get(t, "reservation.released"), "release_reason",
+	    lab_get(t, "reservation.release_reason"));
 	/* json_pack's O? gives null for a missing value: an absent Job or Pod stays visible. */
 	json_object_set_new(e, "request",
-			    json_pack("{s:O?, s:O?, s:O?, s:O?}", "gpu_memory_mib",
-				      lab_get(t, "request.gpu_memory_mib"), "gpu_core_percent",
-				      lab_get(t, "request.gpu_core_percent"), "qos",
-				      lab_get(t, "request.qos"), "experiment",
-				      lab_get(t, "request.experiment")));
+	                    json_pack("{s:O?, s:O?, s:O?, s:O?}", "gpu_memory_mib",
+	                              lab_get(t, "request.gpu_memory_mib"), "gpu_core_percent",
+	                              lab_get(t, "request.gpu_core_percent"), "qos",
+	                              lab_get(t, "request.qos"), "experiment",
+	                              lab_get(t, "request.experiment")));
 	json_decref(t);
 	return e;
 }
@@ -664,14 +668,20 @@ static json_t *task_evidence(struct lab *l, const char *id)
 /* The fields API.md "Evidence" lists; a missing one fails the experiment naming it. */
 static void check_complete(struct lab *l)
 {
-	static const char *const top[] = { "name",   "order",    "mode",       "version",
-					   "parameters", "prediction", "observed", "passed",
-					   "operations", "tasks", "quota",  NULL };
-	static const char *const per_task[] = { "id",          "job.name",   "job.uid",
-						"pod.name",    "pod.uid",    "annotation",
-						"logs",        "final_state",
-						"reservation.released",
-						"reservation.release_reason", NULL };
+	static const char *const top[] = {"name",       "order",      "mode",     "version",
+	                                  "parameters", "prediction", "observed", "passed",
+	                                  "operations", "tasks",      "quota",    NULL};
+	static const char *const per_task[] = {"id",
+	                                       "job.name",
+	                                       "job.uid",
+	                                       "pod.name",
+	                                       "pod.uid",
+	                                       "annotation",
+	                                       "logs",
+	                                       "final_state",
+	                                       "reservation.released",
+	                                       "reservation.release_reason",
+	                                       NULL};
 	for (const char *const *k = top; *k; k++)
 		if (!json_object_get(l->rec, *k))
 			lab_error(l, *k, "missing from the record");
@@ -686,7 +696,7 @@ static void check_complete(struct lab *l)
 		lab_error(l, "quota", "before or after is missing");
 	size_t i;
 	json_t *t;
-	json_array_foreach(json_object_get(l->rec, "tasks"), i, t) {
+	json_array_foreach (json_object_get(l->rec, "tasks"), i, t) {
 		for (const char *const *k = per_task; *k; k++) {
 			/* Present means the key is there; null is an honest "there was none". */
 			char path[96], parent[96];
@@ -714,18 +724,18 @@ json_t *lab_end(struct lab *l)
 	cleanup(l);
 	size_t i;
 	json_t *v;
-	json_array_foreach(l->mine, i, v)
+	json_array_foreach (l->mine, i, v)
 		json_array_append_new(json_object_get(l->rec, "tasks"),
-				      task_evidence(l, json_string_value(v)));
+		                      task_evidence(l, json_string_value(v)));
 	json_object_set_new(json_object_get(l->rec, "quota"), "after", team_quota(l));
 	char ts[40];
 	json_object_set_new(l->rec, "finished_at",
-			    json_string(clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts)));
+	                    json_string(clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts)));
 	json_object_set_new(l->rec, "passed", json_false());
 	check_complete(l);
 	int agree = 1;
 	const char *k;
-	json_object_foreach(json_object_get(l->rec, "agreement"), k, v)
+	json_object_foreach (json_object_get(l->rec, "agreement"), k, v)
 		agree &= json_is_true(v);
 	int passed = agree && !l->fail[0];
 	json_object_set_new(l->rec, "passed", json_boolean(passed));

@@ -19,34 +19,34 @@
 struct lab;
 
 struct exp_def {
-	const char *name;      /* as API.md "Evidence" names it */
+	const char *name; /* as API.md "Evidence" names it */
 	int (*run)(struct lab *l);
 	unsigned needs;
 };
 
 struct lab {
 	struct httpc *http;
-	char url[256];            /* gwb-server */
-	char kube[256];           /* the Kubernetes API (kubesim) */
-	char faults[PATH_MAX];    /* kubesim's control socket, or "" */
-	char token[128];          /* the team's token (or the admin's) */
-	char admin[128];          /* the admin token, or "" */
+	char url[256];         /* gwb-server */
+	char kube[256];        /* the Kubernetes API (kubesim) */
+	char faults[PATH_MAX]; /* kubesim's control socket, or "" */
+	char token[128];       /* the team's token (or the admin's) */
+	char admin[128];       /* the admin token, or "" */
 	char team[64];
-	char ns[64];              /* the task Jobs' namespace, from /v1/info */
+	char ns[64]; /* the task Jobs' namespace, from /v1/info */
 	char mode[16], version[64];
-	struct stack *stack;      /* the private stack, or NULL against a running one */
-	int dry_run;              /* 1 when the server answers POST /v1/tasks?dry_run=true */
-	char dry_run_note[256];   /* why the prediction is unavailable when dry_run is 0 */
-	json_t *inject;           /* --expect: {"name.field": value} replacing a prediction */
-	int tty;                  /* stdout is a terminal: the progress line is rewritten */
+	struct stack *stack;    /* the private stack, or NULL against a running one */
+	int dry_run;            /* 1 when the server answers POST /v1/tasks?dry_run=true */
+	char dry_run_note[256]; /* why the prediction is unavailable when dry_run is 0 */
+	json_t *inject;         /* --expect: {"name.field": value} replacing a prediction */
+	int tty;                /* stdout is a terminal: the progress line is rewritten */
 
 	/* The experiment in progress. */
 	const struct exp_def *exp;
 	int order;
-	json_t *rec;              /* its record (API.md "Evidence") */
-	json_t *mine;             /* ids of the tasks it submitted */
-	json_t *logs;             /* {task id: worker log excerpt} captured while pods exist */
-	char fail[512];           /* the first disagreement or error: "field: why" */
+	json_t *rec;    /* its record (API.md "Evidence") */
+	json_t *mine;   /* ids of the tasks it submitted */
+	json_t *logs;   /* {task id: worker log excerpt} captured while pods exist */
+	char fail[512]; /* the first disagreement or error: "field: why" */
 };
 
 /* ---- HTTP ---- */
@@ -56,11 +56,11 @@ struct lab {
  * operations with its time and status. Returns the HTTP status, 0 when no answer came. r is
  * always filled: free it with httpc_resp_free. */
 long lab_http(struct lab *l, const char *action, const char *method, const char *base,
-	      const char *sock, const char *path, const json_t *body, const char *const *headers,
-	      struct httpc_resp *r);
+              const char *sock, const char *path, const json_t *body, const char *const *headers,
+              struct httpc_resp *r);
 /* gwb-server with the team token. */
 long lab_api(struct lab *l, const char *action, const char *method, const char *path,
-	     const json_t *body, struct httpc_resp *r);
+             const json_t *body, struct httpc_resp *r);
 /* GET path on the Kubernetes API: the object (caller decrefs), or NULL (404 or no answer). */
 json_t *lab_kube_get(struct lab *l, const char *path);
 /* A kubesim fault (PUT /_kubesim/faults body) or, body NULL, clears them (DELETE). Recorded.
@@ -76,7 +76,7 @@ json_t *lab_body(struct lab *l, int mem, int core, int secs, const char *qos, co
 /* Submits body (key may be NULL); remembers a new task (201) as the experiment's own. Returns
  * the status; r keeps the answer (free it with httpc_resp_free). */
 long lab_submit(struct lab *l, const char *action, const json_t *body, const char *key,
-		struct httpc_resp *r);
+                struct httpc_resp *r);
 /* Predicts the placement from the dry run, submits (a 201 is required), waits until the task
  * runs, ends, or is pending with a diagnosis other than "waiting", and observes the placement.
  * label names it in the record ("A", "first"). Returns the task (caller decrefs) with its id in
@@ -89,8 +89,7 @@ long lab_cancel(struct lab *l, const char *id, struct httpc_resp *r);
 /* Polls the task until the value at path (dots; "true"/"false" for booleans) equals want, or
  * timeout_ms passes; shows a progress line. Returns the task (caller decrefs), or NULL after
  * the time-out (with l->fail set). */
-json_t *lab_wait(struct lab *l, const char *id, const char *path, const char *want,
-		 int timeout_ms);
+json_t *lab_wait(struct lab *l, const char *id, const char *path, const char *want, int timeout_ms);
 /* The team's reserved memory (MiB), or -1. */
 long long lab_reserved_mib(struct lab *l);
 /* The value at a dotted path ("a.b.0.c") in o, borrowed, or NULL. */
@@ -131,7 +130,7 @@ void lab_observe_placement(struct lab *l, const char *label, const char *summary
 /* Records an error that ends the experiment (a wait that timed out, an API that refused):
  * the first one is kept in l->fail. */
 void lab_error(struct lab *l, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Adds a measurement or note to the record (stolen): record.measurements[key] = value. */
 void lab_measure(struct lab *l, const char *key, json_t *value);
 /* Prints one line of the experiment's story. */

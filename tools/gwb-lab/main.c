@@ -24,25 +24,25 @@
 #include "tools/gwb-lab/stack.h"
 
 #define EXIT_FAILED 1
-#define EXIT_USAGE 2
-#define TEAM_TOKEN "lab-team-token"
+#define EXIT_USAGE  2
+#define TEAM_TOKEN  "lab-team-token"
 
 static const char usage_text[] =
-	"usage: gwb-lab [--only NAME]... [--list] [--evidence DIR] [--runtime DIR]\n"
-	"               [--url URL --token T [--admin-token T] [--team T] [--kube URL]\n"
-	"                [--faults SOCKET]] [--expect NAME.FIELD=JSON]...\n"
-	"\n"
-	"Runs the lab's experiments in order and writes DIR/NN-name.json, DIR/index.json,\n"
-	"DIR/report.md and DIR/report.zh.md (DIR: --evidence, default .runtime/evidence).\n"
-	"Without --url it starts its own redis-server, kubesim and gwb-server under\n"
-	"RUNTIME/lab (--runtime, default .runtime) and stops them at the end. With --url it\n"
-	"works against a running stack (token from --token or GWB_TOKEN, team from --team,\n"
-	"default alpha; kube from --kube or /v1/info; faults from --faults or KUBESIM_CTL);\n"
-	"experiments that need a missing piece say they are skipped.\n"
-	"  --only NAME     run only this experiment (repeatable)\n"
-	"  --list          print the experiments in order and exit\n"
-	"  --expect NAME.FIELD=JSON\n"
-	"                  replace one prediction (to see a failure named)\n";
+    "usage: gwb-lab [--only NAME]... [--list] [--evidence DIR] [--runtime DIR]\n"
+    "               [--url URL --token T [--admin-token T] [--team T] [--kube URL]\n"
+    "                [--faults SOCKET]] [--expect NAME.FIELD=JSON]...\n"
+    "\n"
+    "Runs the lab's experiments in order and writes DIR/NN-name.json, DIR/index.json,\n"
+    "DIR/report.md and DIR/report.zh.md (DIR: --evidence, default .runtime/evidence).\n"
+    "Without --url it starts its own redis-server, kubesim and gwb-server under\n"
+    "RUNTIME/lab (--runtime, default .runtime) and stops them at the end. With --url it\n"
+    "works against a running stack (token from --token or GWB_TOKEN, team from --team,\n"
+    "default alpha; kube from --kube or /v1/info; faults from --faults or KUBESIM_CTL);\n"
+    "experiments that need a missing piece say they are skipped.\n"
+    "  --only NAME     run only this experiment (repeatable)\n"
+    "  --list          print the experiments in order and exit\n"
+    "  --expect NAME.FIELD=JSON\n"
+    "                  replace one prediction (to see a failure named)\n";
 
 struct opts {
 	const char *only[16];
@@ -70,10 +70,9 @@ static int parse(struct opts *o, json_t *inject, int argc, char **argv)
 			fputs(usage_text, stdout);
 			exit(0);
 		}
-		static const char *const names[] = { "--only",  "--evidence", "--runtime",
-						     "--url",   "--token",    "--admin-token",
-						     "--team",  "--kube",     "--faults",
-						     "--expect", NULL };
+		static const char *const names[] = {
+		    "--only", "--evidence", "--runtime", "--url",    "--token", "--admin-token",
+		    "--team", "--kube",     "--faults",  "--expect", NULL};
 		int k = 0;
 		while (names[k] && strcmp(a, names[k]) != 0)
 			k++;
@@ -88,14 +87,30 @@ static int parse(struct opts *o, json_t *inject, int argc, char **argv)
 				return usage("too many", a);
 			o->only[o->nonly++] = v;
 			continue;
-		case 1: slot = &o->evidence; break;
-		case 2: slot = &o->runtime; break;
-		case 3: slot = &o->url; break;
-		case 4: slot = &o->token; break;
-		case 5: slot = &o->admin; break;
-		case 6: slot = &o->team; break;
-		case 7: slot = &o->kube; break;
-		case 8: slot = &o->faults; break;
+		case 1:
+			slot = &o->evidence;
+			break;
+		case 2:
+			slot = &o->runtime;
+			break;
+		case 3:
+			slot = &o->url;
+			break;
+		case 4:
+			slot = &o->token;
+			break;
+		case 5:
+			slot = &o->admin;
+			break;
+		case 6:
+			slot = &o->team;
+			break;
+		case 7:
+			slot = &o->kube;
+			break;
+		case 8:
+			slot = &o->faults;
+			break;
 		default: {
 			const char *eq = strchr(v, '=');
 			if (!eq || !strchr(v, '.') || strchr(v, '.') > eq)
@@ -134,7 +149,8 @@ static int write_json(const char *path, json_t *v)
 {
 	char tmp[PATH_MAX + 8];
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	if (json_dump_file(v, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 || rename(tmp, path) != 0) {
+	if (json_dump_file(v, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
+	    rename(tmp, path) != 0) {
 		fprintf(stderr, "gwb-lab: cannot write %s: %s\n", path, strerror(errno));
 		return -1;
 	}
@@ -148,8 +164,8 @@ static int private_setup(struct lab *l, struct stack *s)
 	char url[512];
 	snprintf(url, sizeof url, "%s/v1/teams/%s", l->url, l->team);
 	json_t *team = json_pack("{s:i, s:i, s:s}", "gpu_memory_mib", 16384, "gpu_core_percent",
-				 400, "token", TEAM_TOKEN);
-	struct httpc_req q = { .method = "PUT", .url = url, .token = s->admin, .json = team };
+	                         400, "token", TEAM_TOKEN);
+	struct httpc_req q = {.method = "PUT", .url = url, .token = s->admin, .json = team};
 	httpc_do(l->http, &q, &r);
 	long st = r.status;
 	httpc_resp_free(&r);
@@ -159,15 +175,15 @@ static int private_setup(struct lab *l, struct stack *s)
 		return -1;
 	}
 	json_t *ccp = json_pack(
-		"{s:s, s:s, s:{s:s}, s:{s:{s:{s:s}}, s:{s:{s:s}}, s:s, s:s, s:i, s:s}}", "apiVersion",
-		"config.koordinator.sh/v1alpha1", "kind", "ClusterColocationProfile", "metadata",
-		"name", "gpu-workbench-be", "spec", "namespaceSelector", "matchLabels",
-		"kubernetes.io/metadata.name", "gpu-workbench", "selector", "matchLabels",
-		"koordinator.sh/qosClass", "BE", "qosClass", "BE", "priorityClassName",
-		"koord-batch", "koordinatorPriority", 1000, "schedulerName", "koord-scheduler");
-	snprintf(url, sizeof url, "%s/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles",
-		 l->kube);
-	struct httpc_req k = { .method = "POST", .url = url, .json = ccp };
+	    "{s:s, s:s, s:{s:s}, s:{s:{s:{s:s}}, s:{s:{s:s}}, s:s, s:s, s:i, s:s}}", "apiVersion",
+	    "config.koordinator.sh/v1alpha1", "kind", "ClusterColocationProfile", "metadata",
+	    "name", "gpu-workbench-be", "spec", "namespaceSelector", "matchLabels",
+	    "kubernetes.io/metadata.name", "gpu-workbench", "selector", "matchLabels",
+	    "koordinator.sh/qosClass", "BE", "qosClass", "BE", "priorityClassName", "koord-batch",
+	    "koordinatorPriority", 1000, "schedulerName", "koord-scheduler");
+	snprintf(url, sizeof url,
+	         "%s/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles", l->kube);
+	struct httpc_req k = {.method = "POST", .url = url, .json = ccp};
 	httpc_do(l->http, &k, &r);
 	st = r.status;
 	httpc_resp_free(&r);
@@ -188,9 +204,9 @@ static int read_info(struct lab *l)
 		const char *v;
 		snprintf(l->mode, sizeof l->mode, "%s", (v = lab_str(r.json, "mode")) ? v : "?");
 		snprintf(l->version, sizeof l->version, "%s",
-			 (v = lab_str(r.json, "version")) ? v : "?");
+		         (v = lab_str(r.json, "version")) ? v : "?");
 		snprintf(l->ns, sizeof l->ns, "%s",
-			 (v = lab_str(r.json, "namespace")) ? v : "gpu-workbench");
+		         (v = lab_str(r.json, "namespace")) ? v : "gpu-workbench");
 		if (!l->kube[0] && (v = lab_str(r.json, "cluster_url")))
 			snprintf(l->kube, sizeof l->kube, "%s", v);
 	}
@@ -211,23 +227,24 @@ static void probe_dry_run(struct lab *l)
 	long long avail = json_integer_value(lab_get(r.json, "available.gpu_memory_mib"));
 	if (!lab_get(r.json, "available.gpu_memory_mib"))
 		avail = json_integer_value(lab_get(r.json, "quota.gpu_memory_mib")) -
-			json_integer_value(lab_get(r.json, "reserved.gpu_memory_mib"));
+		        json_integer_value(lab_get(r.json, "reserved.gpu_memory_mib"));
 	httpc_resp_free(&r);
 	l->dry_run = 0;
 	if (s != 200) {
-		snprintf(l->dry_run_note, sizeof l->dry_run_note, "team %s unreadable (%ld)", l->team, s);
+		snprintf(l->dry_run_note, sizeof l->dry_run_note, "team %s unreadable (%ld)",
+		         l->team, s);
 		return;
 	}
 	/* 8 cards of up to 1 TiB each (the API's bounds) is beyond any quota the lab meets. */
 	long long per = avail / 8 + 1024;
 	if (per > 1048576) {
 		snprintf(l->dry_run_note, sizeof l->dry_run_note,
-			 "not probed: the team's quota is too large to probe safely");
+		         "not probed: the team's quota is too large to probe safely");
 		return;
 	}
-	json_t *body = json_pack("{s:s, s:s, s:I, s:i, s:i}", "team", l->team, "name",
-				 "gwb-lab-dry-run-probe", "gpu_memory_mib", (json_int_t)per,
-				 "gpu_core_percent", 1, "gpu_count", 8);
+	json_t *body =
+	    json_pack("{s:s, s:s, s:I, s:i, s:i}", "team", l->team, "name", "gwb-lab-dry-run-probe",
+	              "gpu_memory_mib", (json_int_t)per, "gpu_core_percent", 1, "gpu_count", 8);
 	s = lab_api(l, NULL, "POST", "/v1/tasks?dry_run=true", body, &r);
 	json_decref(body);
 	if (s == 200 && json_is_true(json_object_get(r.json, "dry_run"))) {
@@ -235,11 +252,11 @@ static void probe_dry_run(struct lab *l)
 		l->dry_run_note[0] = '\0';
 	} else if (s == 403) {
 		snprintf(l->dry_run_note, sizeof l->dry_run_note,
-			 "this gwb-server has no dry run (the probe got 403 %s)",
-			 httpc_error_code(&r));
+		         "this gwb-server has no dry run (the probe got 403 %s)",
+		         httpc_error_code(&r));
 	} else {
 		snprintf(l->dry_run_note, sizeof l->dry_run_note,
-			 "the dry-run probe answered %ld %s", s, httpc_error_code(&r));
+		         "the dry-run probe answered %ld %s", s, httpc_error_code(&r));
 	}
 	httpc_resp_free(&r);
 }
@@ -255,8 +272,8 @@ static void skip_record(struct lab *l, const struct exp_def *e, int order, const
 int main(int argc, char **argv)
 {
 	gwb_alloc_init();
-	struct opts o = { 0 };
-	struct lab l = { 0 };
+	struct opts o = {0};
+	struct lab l = {0};
 	struct stack st;
 	int rc = EXIT_USAGE, started_stack = 0, failed = 0;
 	json_t *index = NULL, *records = json_array();
@@ -268,7 +285,8 @@ int main(int argc, char **argv)
 		for (int i = 0; exp_table[i].name; i++)
 			printf("%02d %s%s%s\n", i + 1, exp_table[i].name,
 			       exp_table[i].needs & NEED_FAULTS ? "  (needs kubesim faults)" : "",
-			       exp_table[i].needs & NEED_RESTART ? "  (needs the private stack)" : "");
+			       exp_table[i].needs & NEED_RESTART ? "  (needs the private stack)"
+			                                         : "");
 		rc = 0;
 		goto out;
 	}
@@ -349,10 +367,10 @@ int main(int argc, char **argv)
 	}
 	char ts[40];
 	index = json_pack("{s:{s:s, s:n, s:s, s:s, s:s, s:s, s:s}, s:[]}", "run", "started_at",
-			  clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "finished_at",
-			  "mode", l.mode, "version", l.version, "url", l.url, "stack",
-			  l.stack ? "private" : "running", "dry_run",
-			  l.dry_run ? "available" : l.dry_run_note, "experiments");
+	                  clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "finished_at",
+	                  "mode", l.mode, "version", l.version, "url", l.url, "stack",
+	                  l.stack ? "private" : "running", "dry_run",
+	                  l.dry_run ? "available" : l.dry_run_note, "experiments");
 	for (int i = 0; exp_table[i].name; i++) {
 		const struct exp_def *e = &exp_table[i];
 		if (!selected(&o, e->name))
@@ -361,7 +379,7 @@ int main(int argc, char **argv)
 			skip_record(&l, e, i + 1, "needs kubesim's control socket (--faults)");
 		else if ((e->needs & NEED_RESTART) && !l.stack)
 			skip_record(&l, e, i + 1,
-				    "needs the private stack to kill -9 and restart gwb-server");
+			            "needs the private stack to kill -9 and restart gwb-server");
 		else {
 			lab_begin(&l, e, i + 1, NULL);
 			e->run(&l);
@@ -374,33 +392,34 @@ int main(int argc, char **argv)
 			failed = 1;
 		json_t *passed = json_object_get(l.rec, "passed");
 		json_array_append_new(json_object_get(index, "experiments"),
-				      json_pack("{s:i, s:s, s:s, s:O}", "order", i + 1, "name",
-						e->name, "file", name, "passed", passed));
+		                      json_pack("{s:i, s:s, s:s, s:O}", "order", i + 1, "name",
+		                                e->name, "file", name, "passed", passed));
 		json_array_append(records, l.rec);
 		if (json_is_false(passed)) {
 			failed = 1;
 			if (!first_failure[0])
-				snprintf(first_failure, sizeof first_failure, "%s: field %s", e->name,
-					 l.fail[0] ? l.fail : "?");
+				snprintf(first_failure, sizeof first_failure, "%s: field %s",
+				         e->name, l.fail[0] ? l.fail : "?");
 		}
 	}
 	json_object_set_new(json_object_get(index, "run"), "finished_at",
-			    json_string(clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts)));
+	                    json_string(clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts)));
 	char file[PATH_MAX + 32];
 	snprintf(file, sizeof file, "%s/index.json", ev);
 	if (write_json(file, index) != 0)
 		failed = 1;
 	if (report_write(ev, index, records) != 0)
 		failed = 1;
-	printf("\ngwb-lab: evidence in %s (index.json, NN-name.json, report.md, report.zh.md)\n", ev);
+	printf("\ngwb-lab: evidence in %s (index.json, NN-name.json, report.md, report.zh.md)\n",
+	       ev);
 	if (first_failure[0]) {
 		fprintf(stderr, "gwb-lab: FAILED: %s\n", first_failure);
 		for (size_t i = 0; i < json_array_size(records); i++) {
 			json_t *rec = json_array_get(records, i);
 			if (json_is_false(json_object_get(rec, "passed")))
 				fprintf(stderr, "gwb-lab: failed: %s: field %s\n",
-					lab_str(rec, "name"),
-					lab_str(rec, "failure") ? lab_str(rec, "failure") : "?");
+				        lab_str(rec, "name"),
+				        lab_str(rec, "failure") ? lab_str(rec, "failure") : "?");
 		}
 	} else if (!failed) {
 		printf("gwb-lab: every experiment run passed\n");

@@ -27,7 +27,7 @@ static volatile pid_t live[3];
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
@@ -50,8 +50,8 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* Forks argv with env (NULL-terminated "K=V" added to ours), output appended to p->log. */
-static int spawn(struct stack_proc *p, const char *const *argv, const char *const *env,
-		 char *err, size_t errlen)
+static int spawn(struct stack_proc *p, const char *const *argv, const char *const *env, char *err,
+                 size_t errlen)
 {
 	int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -84,7 +84,7 @@ static int spawn(struct stack_proc *p, const char *const *argv, const char *cons
 /* Waits for a line "<prefix>URL" in p->log; copies URL. 0, or -1 when the process died or the
  * line never came. */
 static int wait_ready(struct stack_proc *p, const char *prefix, const char *name, char *err,
-		      size_t errlen)
+                      size_t errlen)
 {
 	for (long waited = 0; waited < READY_TIMEOUT_MS; waited += 50) {
 		FILE *f = fopen(p->log, "r");
@@ -103,18 +103,19 @@ static int wait_ready(struct stack_proc *p, const char *prefix, const char *name
 		int status;
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
 			p->pid = 0;
-			snprintf(err, errlen, "%s exited before it was ready (log: %s)", name, p->log);
+			snprintf(err, errlen, "%s exited before it was ready (log: %s)", name,
+			         p->log);
 			return -1;
 		}
 		sleep_ms(50);
 	}
 	snprintf(err, errlen, "%s was not ready after %d ms (log: %s)", name, READY_TIMEOUT_MS,
-		 p->log);
+	         p->log);
 	return -1;
 }
 
 static int wait_socket(struct stack_proc *p, const char *sock, const char *name, char *err,
-		       size_t errlen)
+                       size_t errlen)
 {
 	struct stat st;
 	for (long waited = 0; waited < READY_TIMEOUT_MS; waited += 50) {
@@ -123,7 +124,8 @@ static int wait_socket(struct stack_proc *p, const char *sock, const char *name,
 		int status;
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
 			p->pid = 0;
-			snprintf(err, errlen, "%s exited before it was ready (log: %s)", name, p->log);
+			snprintf(err, errlen, "%s exited before it was ready (log: %s)", name,
+			         p->log);
 			return -1;
 		}
 		sleep_ms(50);
@@ -141,9 +143,20 @@ static void sync_live(const struct stack *s)
 
 static int start_redis(struct stack *s, char *err, size_t errlen)
 {
-	const char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", s->redis_sock,
-			       "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-			       "--dir", s->dir, NULL };
+	const char *argv[] = {"/usr/bin/redis-server",
+	                      "--port",
+	                      "0",
+	                      "--unixsocket",
+	                      s->redis_sock,
+	                      "--unixsocketperm",
+	                      "700",
+	                      "--save",
+	                      "",
+	                      "--appendonly",
+	                      "no",
+	                      "--dir",
+	                      s->dir,
+	                      NULL};
 	if (access(argv[0], X_OK) != 0) {
 		snprintf(err, errlen, "%s is missing: run 'make deps' as root first", argv[0]);
 		return -1;
@@ -161,8 +174,8 @@ static int start_kubesim(struct stack *s, char *err, size_t errlen)
 	snprintf(worker, sizeof worker, "%s/gwb-worker", s->bindir);
 	snprintf(state, sizeof state, "%s/kubesim", s->dir);
 	mkdir(state, 0700);
-	const char *argv[] = { bin, "--listen", "127.0.0.1:0", "--worker", worker, "--state-dir",
-			       state, "--control-socket", s->ctl_sock, NULL };
+	const char *argv[] = {bin,           "--listen", "127.0.0.1:0",      "--worker",  worker,
+	                      "--state-dir", state,      "--control-socket", s->ctl_sock, NULL};
 	if (spawn(&s->kubesim, argv, NULL, err, errlen) != 0)
 		return -1;
 	sync_live(s);
@@ -175,7 +188,7 @@ int stack_server_start(struct stack *s, char *err, size_t errlen)
 {
 	/* putenv keeps these pointers: they live until exec, in this frame of the parent. */
 	static char e_admin[96], e_db[PATH_MAX + 16], e_listen[64], e_redis[PATH_MAX + 32],
-		e_kube[300];
+	    e_kube[300];
 	char bin[PATH_MAX + 16];
 	snprintf(bin, sizeof bin, "%s/gwb-server", s->bindir);
 	snprintf(e_admin, sizeof e_admin, "GWB_ADMIN_TOKEN=%s", s->admin);
@@ -185,10 +198,17 @@ int stack_server_start(struct stack *s, char *err, size_t errlen)
 	snprintf(e_kube, sizeof e_kube, "GWB_KUBE_SERVER=%s", s->kubesim.url);
 	/* A fast housekeeping tick and resync, and a short Kubernetes time-out, so that each
 	 * experiment's outcome shows within seconds (the same values as the integration tests). */
-	const char *env[] = { e_admin, e_db, e_listen, e_redis, e_kube, "GWB_MODE=sim",
-			      "GWB_HOUSEKEEPING_INTERVAL_MS=100", "GWB_RECONCILE_RESYNC_MS=500",
-			      "GWB_KUBE_REQUEST_TIMEOUT_MS=1000", NULL };
-	const char *argv[] = { bin, NULL };
+	const char *env[] = {e_admin,
+	                     e_db,
+	                     e_listen,
+	                     e_redis,
+	                     e_kube,
+	                     "GWB_MODE=sim",
+	                     "GWB_HOUSEKEEPING_INTERVAL_MS=100",
+	                     "GWB_RECONCILE_RESYNC_MS=500",
+	                     "GWB_KUBE_REQUEST_TIMEOUT_MS=1000",
+	                     NULL};
+	const char *argv[] = {bin, NULL};
 	if (spawn(&s->server, argv, env, err, errlen) != 0)
 		return -1;
 	sync_live(s);

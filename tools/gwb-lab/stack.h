@@ -10,19 +10,19 @@
 #include <sys/types.h>
 
 struct stack_proc {
-	pid_t pid;           /* 0 when not running */
-	char log[PATH_MAX];  /* its stdout and stderr */
-	char url[256];       /* from its "... listening on URL" line */
+	pid_t pid;          /* 0 when not running */
+	char log[PATH_MAX]; /* its stdout and stderr */
+	char url[256];      /* from its "... listening on URL" line */
 };
 
 struct stack {
-	char dir[PATH_MAX];        /* absolute: .runtime/lab */
-	char bindir[PATH_MAX];     /* where gwb-server, kubesim, gwb-worker are */
+	char dir[PATH_MAX];    /* absolute: .runtime/lab */
+	char bindir[PATH_MAX]; /* where gwb-server, kubesim, gwb-worker are */
 	char redis_sock[PATH_MAX];
-	char ctl_sock[PATH_MAX];   /* kubesim's --control-socket */
+	char ctl_sock[PATH_MAX]; /* kubesim's --control-socket */
 	char db[PATH_MAX];
-	char admin[64];            /* the admin token it gives gwb-server */
-	int port;                  /* gwb-server's port, kept across restarts */
+	char admin[64]; /* the admin token it gives gwb-server */
+	int port;       /* gwb-server's port, kept across restarts */
 	struct stack_proc redis, kubesim, server;
 };
 
