@@ -186,16 +186,28 @@ int exp_lsbe(struct lab *l)
 	json_decref(t);
 	int64_t a0, a1, b0, b1;
 	json_t *alone = probe_run(l, "alone", &a0, &a1);
-	/* Neighbours that fill both cards' compute: 75 % beside the LS task, 100 % on the other. */
-	body = lab_body(l, 1024, 75, 40, "BE", "normal");
+	/* Neighbours that fill both cards' compute: 100 % on the empty card (the scheduler takes an
+	 * empty card first), then 75 % beside the LS task, the only room left. */
+	lab_predict(l, "BE.running", json_integer(2),
+	            "both fit: 100 % on the empty card, 75 % beside the LS task");
+	lab_predict(l, "BE2.beside_LS", json_true(), "only the LS task's card has 75 % core free");
+	body = lab_body(l, 1024, 100, 40, "BE", "normal");
 	t = lab_start(l, "BE1", body, be1, sizeof be1);
 	json_decref(body);
+	int be_running = t && strcmp(lab_str(t, "state"), "running") == 0;
 	json_decref(t);
-	body = lab_body(l, 1024, 100, 40, "BE", "normal");
+	body = lab_body(l, 1024, 75, 40, "BE", "normal");
 	json_t *t2 = t ? lab_start(l, "BE2", body, be2, sizeof be2) : NULL;
 	json_decref(body);
+	be_running += t2 && strcmp(lab_str(t2, "state"), "running") == 0;
+	json_t *ls_task = lab_task(l, ls);
+	json_t *m_ls = lab_get(ls_task, "allocation.cards.0.minor");
+	json_t *m_be2 = lab_get(t2, "allocation.cards.0.minor");
+	lab_observe(l, "BE.running", json_integer(be_running));
+	lab_observe(l, "BE2.beside_LS", json_boolean(m_ls && m_be2 && json_equal(m_ls, m_be2)));
+	json_decref(ls_task);
 	json_decref(t2);
-	if (!t || !t2) {
+	if (!t || !t2 || be_running != 2) {
 		json_decref(alone);
 		return 0;
 	}
