@@ -122,8 +122,8 @@ int exp_norelease(struct lab *l)
 	lab_fault(l, NULL);
 	observe_release(l, "api_refused", id);
 
-	/* 3. The Job is deleted with its Pod orphaned; the Pod runs to its end (6 s). */
-	t = running(l, "orphaned", 6, id, sizeof id);
+	/* 3. The Job is deleted with its Pod orphaned; the Pod runs to its end (8 s). */
+	t = running(l, "orphaned", 8, id, sizeof id);
 	if (!t)
 		return 0;
 	json_decref(t);

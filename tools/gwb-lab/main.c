@@ -269,6 +269,111 @@ static void skip_record(struct lab *l, const struct exp_def *e, int order, const
 	printf("  skipped: %s\n", why);
 }
 
+/* Starts the private stack under rt/lab and points l at it. 0, or -1 (message on stderr). */
+static int start_private(struct lab *l, struct stack *st, const char *rt)
+{
+	char self[PATH_MAX], dir[PATH_MAX + 8], err[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0) {
+		fprintf(stderr, "gwb-lab: cannot find its own binary\n");
+		return -1;
+	}
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0'; /* the binaries are next to gwb-lab */
+	snprintf(dir, sizeof dir, "%s/lab", rt);
+	printf("gwb-lab: starting a private stack under %s\n", dir);
+	fflush(stdout);
+	if (stack_start(st, self, dir, err, sizeof err) != 0) {
+		fprintf(stderr, "gwb-lab: %s\n", err);
+		return -1;
+	}
+	l->stack = st;
+	snprintf(l->url, sizeof l->url, "%s", st->server.url);
+	snprintf(l->kube, sizeof l->kube, "%s", st->kubesim.url);
+	snprintf(l->faults, sizeof l->faults, "%s", st->ctl_sock);
+	snprintf(l->token, sizeof l->token, "%s", TEAM_TOKEN);
+	snprintf(l->admin, sizeof l->admin, "%s", st->admin);
+	return private_setup(l, st);
+}
+
+/* Points l at a running stack from the options and the environment. 0, or EXIT_USAGE. */
+static int use_running(struct lab *l, const struct opts *o)
+{
+	const char *tok = o->token ? o->token : getenv("GWB_TOKEN");
+	const char *faults = o->faults ? o->faults : getenv("KUBESIM_CTL");
+	if (!tok)
+		return usage("--url needs --token or GWB_TOKEN", NULL);
+	snprintf(l->url, sizeof l->url, "%s", o->url);
+	size_t ul = strlen(l->url);
+	if (ul && l->url[ul - 1] == '/')
+		l->url[ul - 1] = '\0';
+	snprintf(l->token, sizeof l->token, "%s", tok);
+	snprintf(l->kube, sizeof l->kube, "%s", o->kube ? o->kube : "");
+	snprintf(l->faults, sizeof l->faults, "%s", faults ? faults : "");
+	if (o->admin)
+		snprintf(l->admin, sizeof l->admin, "%s", o->admin);
+	return 0;
+}
+
+/* A full run replaces the previous run's records. */
+static void clear_records(const char *ev)
+{
+	char pat[PATH_MAX + 32];
+	snprintf(pat, sizeof pat, "%s/[0-9][0-9]-*.json", ev);
+	glob_t g;
+	if (glob(pat, 0, NULL, &g) == 0)
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			unlink(g.gl_pathv[i]);
+	globfree(&g);
+}
+
+/* Runs (or skips) one experiment and writes its record; appends it to index and records.
+ * Returns 1 when it failed or its record could not be written. */
+static int run_one(struct lab *l, const struct exp_def *e, int order, const char *ev, json_t *index,
+                   json_t *records)
+{
+	if ((e->needs & NEED_FAULTS) && !l->faults[0]) {
+		skip_record(l, e, order, "needs kubesim's control socket (--faults)");
+	} else if ((e->needs & NEED_RESTART) && !l->stack) {
+		skip_record(l, e, order,
+		            "needs the private stack to kill -9 and restart gwb-server");
+	} else {
+		lab_begin(l, e, order, NULL);
+		e->run(l);
+		lab_end(l);
+	}
+	char file[PATH_MAX + 96], name[96];
+	snprintf(name, sizeof name, "%02d-%s.json", order, e->name);
+	snprintf(file, sizeof file, "%s/%s", ev, name);
+	int bad = write_json(file, l->rec) != 0;
+	json_t *passed = json_object_get(l->rec, "passed");
+	json_array_append_new(json_object_get(index, "experiments"),
+	                      json_pack("{s:i, s:s, s:s, s:O}", "order", order, "name", e->name,
+	                                "file", name, "passed", passed));
+	json_array_append(records, l->rec);
+	return bad || json_is_false(passed);
+}
+
+/* Prints the outcome: every failed experiment with its field on stderr. */
+static void summary(json_t *records, int failed)
+{
+	size_t i;
+	json_t *rec;
+	int first = 1;
+	json_array_foreach (records, i, rec) {
+		if (!json_is_false(json_object_get(rec, "passed")))
+			continue;
+		const char *why = lab_str(rec, "failure");
+		fprintf(stderr, "gwb-lab: %s: %s: field %s\n", first ? "FAILED" : "also failed",
+		        lab_str(rec, "name"), why ? why : "?");
+		first = 0;
+	}
+	if (!failed)
+		printf("gwb-lab: every experiment run passed\n");
+	else if (first)
+		fprintf(stderr, "gwb-lab: FAILED: the evidence could not be written\n");
+}
+
 int main(int argc, char **argv)
 {
 	gwb_alloc_init();
@@ -277,7 +382,6 @@ int main(int argc, char **argv)
 	struct stack st;
 	int rc = EXIT_USAGE, started_stack = 0, failed = 0;
 	json_t *index = NULL, *records = json_array();
-	char first_failure[700] = "";
 	l.inject = json_object();
 	if (parse(&o, l.inject, argc, argv) != 0)
 		goto out;
@@ -294,7 +398,7 @@ int main(int argc, char **argv)
 	l.tty = isatty(STDOUT_FILENO);
 	const char *runtime = o.runtime ? o.runtime : ".runtime";
 	mkdir(runtime, 0700);
-	char rt[PATH_MAX], dir[PATH_MAX + 8], ev[PATH_MAX];
+	char rt[PATH_MAX], ev[PATH_MAX];
 	if (!realpath(runtime, rt)) {
 		fprintf(stderr, "gwb-lab: %s: %s\n", runtime, strerror(errno));
 		goto out;
@@ -305,44 +409,13 @@ int main(int argc, char **argv)
 	mkdir(ev, 0700);
 	snprintf(l.team, sizeof l.team, "%s", o.team ? o.team : (o.url ? "alpha" : "lab"));
 	if (!o.url) {
-		char self[PATH_MAX], err[512];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-		if (n <= 0) {
-			fprintf(stderr, "gwb-lab: cannot find its own binary\n");
-			goto out;
-		}
-		self[n] = '\0';
-		*strrchr(self, '/') = '\0';
-		snprintf(dir, sizeof dir, "%s/lab", rt);
-		printf("gwb-lab: starting a private stack under %s\n", dir);
 		started_stack = 1;
-		if (stack_start(&st, self, dir, err, sizeof err) != 0) {
-			fprintf(stderr, "gwb-lab: %s\n", err);
+		if (start_private(&l, &st, rt) != 0)
 			goto out;
-		}
-		l.stack = &st;
-		snprintf(l.url, sizeof l.url, "%s", st.server.url);
-		snprintf(l.kube, sizeof l.kube, "%s", st.kubesim.url);
-		snprintf(l.faults, sizeof l.faults, "%s", st.ctl_sock);
-		snprintf(l.token, sizeof l.token, "%s", TEAM_TOKEN);
-		snprintf(l.admin, sizeof l.admin, "%s", st.admin);
-		if (private_setup(&l, &st) != 0)
-			goto out;
-	} else {
-		const char *tok = o.token ? o.token : getenv("GWB_TOKEN");
-		const char *faults = o.faults ? o.faults : getenv("KUBESIM_CTL");
-		if (!tok) {
-			rc = usage("--url needs --token or GWB_TOKEN", NULL);
-			goto out;
-		}
-		snprintf(l.url, sizeof l.url, "%.*s", (int)strcspn(o.url, "\n"), o.url);
-		size_t ul = strlen(l.url);
-		if (ul && l.url[ul - 1] == '/')
-			l.url[ul - 1] = '\0';
-		snprintf(l.token, sizeof l.token, "%s", tok);
-		snprintf(l.kube, sizeof l.kube, "%s", o.kube ? o.kube : "");
-		snprintf(l.faults, sizeof l.faults, "%s", faults ? faults : "");
+	} else if ((rc = use_running(&l, &o)) != 0) {
+		goto out;
 	}
+	rc = EXIT_USAGE;
 	if (read_info(&l) != 0) {
 		fprintf(stderr, "gwb-lab: %s/v1/info does not answer\n", l.url);
 		goto out;
@@ -355,75 +428,27 @@ int main(int argc, char **argv)
 	printf("gwb-lab: %s (mode %s, version %s), kube %s, faults %s, team %s\n", l.url, l.mode,
 	       l.version, l.kube, l.faults[0] ? l.faults : "none", l.team);
 	printf("gwb-lab: dry run %s\n", l.dry_run ? "available" : l.dry_run_note);
-	if (o.nonly == 0) {
-		/* A full run replaces the previous run's records. */
-		char pat[PATH_MAX + 32];
-		snprintf(pat, sizeof pat, "%s/[0-9][0-9]-*.json", ev);
-		glob_t g;
-		if (glob(pat, 0, NULL, &g) == 0)
-			for (size_t i = 0; i < g.gl_pathc; i++)
-				unlink(g.gl_pathv[i]);
-		globfree(&g);
-	}
+	if (o.nonly == 0)
+		clear_records(ev);
 	char ts[40];
 	index = json_pack("{s:{s:s, s:n, s:s, s:s, s:s, s:s, s:s}, s:[]}", "run", "started_at",
 	                  clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts), "finished_at",
 	                  "mode", l.mode, "version", l.version, "url", l.url, "stack",
 	                  l.stack ? "private" : "running", "dry_run",
 	                  l.dry_run ? "available" : l.dry_run_note, "experiments");
-	for (int i = 0; exp_table[i].name; i++) {
-		const struct exp_def *e = &exp_table[i];
-		if (!selected(&o, e->name))
-			continue;
-		if ((e->needs & NEED_FAULTS) && !l.faults[0])
-			skip_record(&l, e, i + 1, "needs kubesim's control socket (--faults)");
-		else if ((e->needs & NEED_RESTART) && !l.stack)
-			skip_record(&l, e, i + 1,
-			            "needs the private stack to kill -9 and restart gwb-server");
-		else {
-			lab_begin(&l, e, i + 1, NULL);
-			e->run(&l);
-			lab_end(&l);
-		}
-		char file[PATH_MAX + 96], name[96];
-		snprintf(name, sizeof name, "%02d-%s.json", i + 1, e->name);
-		snprintf(file, sizeof file, "%s/%s", ev, name);
-		if (write_json(file, l.rec) != 0)
-			failed = 1;
-		json_t *passed = json_object_get(l.rec, "passed");
-		json_array_append_new(json_object_get(index, "experiments"),
-		                      json_pack("{s:i, s:s, s:s, s:O}", "order", i + 1, "name",
-		                                e->name, "file", name, "passed", passed));
-		json_array_append(records, l.rec);
-		if (json_is_false(passed)) {
-			failed = 1;
-			if (!first_failure[0])
-				snprintf(first_failure, sizeof first_failure, "%s: field %s",
-				         e->name, l.fail[0] ? l.fail : "?");
-		}
-	}
+	for (int i = 0; exp_table[i].name; i++)
+		if (selected(&o, exp_table[i].name))
+			failed |= run_one(&l, &exp_table[i], i + 1, ev, index, records);
 	json_object_set_new(json_object_get(index, "run"), "finished_at",
 	                    json_string(clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts)));
 	char file[PATH_MAX + 32];
 	snprintf(file, sizeof file, "%s/index.json", ev);
-	if (write_json(file, index) != 0)
-		failed = 1;
-	if (report_write(ev, index, records) != 0)
-		failed = 1;
+	failed |= write_json(file, index) != 0;
+	failed |= report_write(ev, index, records) != 0;
 	printf("\ngwb-lab: evidence in %s (index.json, NN-name.json, report.md, report.zh.md)\n",
 	       ev);
-	if (first_failure[0]) {
-		fprintf(stderr, "gwb-lab: FAILED: %s\n", first_failure);
-		for (size_t i = 0; i < json_array_size(records); i++) {
-			json_t *rec = json_array_get(records, i);
-			if (json_is_false(json_object_get(rec, "passed")))
-				fprintf(stderr, "gwb-lab: failed: %s: field %s\n",
-				        lab_str(rec, "name"),
-				        lab_str(rec, "failure") ? lab_str(rec, "failure") : "?");
-		}
-	} else if (!failed) {
-		printf("gwb-lab: every experiment run passed\n");
-	}
+	fflush(stdout);
+	summary(records, failed);
 	rc = failed ? EXIT_FAILED : 0;
 out:
 	if (started_stack)
