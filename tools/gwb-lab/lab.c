@@ -126,6 +126,7 @@ static long control(struct lab *l, const char *action, const char *method, const
 
 long lab_fault(struct lab *l, const char *body)
 {
+	l->set_faults |= body != NULL;
 	return control(l, body ? "fault" : "clear faults", body ? "PUT" : "DELETE",
 	               "/_kubesim/faults", body);
 }
@@ -134,6 +135,7 @@ long lab_action(struct lab *l, const char *name, const char *body)
 {
 	char path[128];
 	snprintf(path, sizeof path, "/_kubesim/actions/%s", name);
+	l->set_health |= strcmp(name, "device-health") == 0;
 	return control(l, name, "POST", path, body);
 }
 
@@ -611,25 +613,27 @@ void lab_begin(struct lab *l, const struct exp_def *exp, int order, json_t *para
 	fflush(stdout);
 }
 
-/* Clears faults and health, cancels what still holds quota, waits for every release. */
+/* Clears the faults and the card health it changed, cancels what still holds quota, waits for
+ * every release. */
 static void cleanup(struct lab *l)
 {
-	if (l->faults[0]) {
+	if (l->set_faults)
 		lab_fault(l, NULL);
-		for (int m = 0; m < 2; m++) {
-			char body[128];
-			snprintf(body, sizeof body,
-			         "{\"node\": \"colima-gwb\", \"minor\": %d, \"healthy\": true}", m);
-			control(l, NULL, "POST", "/_kubesim/actions/device-health", body);
-		}
+	for (int m = 0; l->set_health && m < 2; m++) {
+		char body[128];
+		snprintf(body, sizeof body,
+		         "{\"node\": \"colima-gwb\", \"minor\": %d, \"healthy\": true}", m);
+		control(l, NULL, "POST", "/_kubesim/actions/device-health", body);
 	}
+	l->set_faults = l->set_health = 0;
 	size_t i;
 	json_t *v;
 	json_array_foreach (l->mine, i, v) {
 		const char *id = json_string_value(v);
 		json_t *t = lab_task(l, id);
-		if (t && json_is_false(lab_get(t, "reservation.released")) &&
-		    strcmp(lab_str(t, "state"), "cancelling") != 0)
+		const char *st = lab_str(t, "state");
+		if (json_is_false(lab_get(t, "reservation.released")) && st &&
+		    strcmp(st, "cancelling") != 0)
 			lab_cancel(l, id, NULL);
 		json_decref(t);
 	}

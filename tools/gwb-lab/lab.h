@@ -47,6 +47,8 @@ struct lab {
 	json_t *mine;   /* ids of the tasks it submitted */
 	json_t *logs;   /* {task id: worker log excerpt} captured while pods exist */
 	char fail[512]; /* the first disagreement or error: "field: why" */
+	int set_faults; /* it set a kubesim fault: the clean-up clears them */
+	int set_health; /* it changed a card's health: the clean-up makes the cards healthy */
 };
 
 /* ---- HTTP ---- */
@@ -142,9 +144,9 @@ void lab_sleep_ms(int ms);
 
 /* Starts the record of exp (order 1..N) with its parameters (stolen; may be NULL). */
 void lab_begin(struct lab *l, const struct exp_def *exp, int order, json_t *params);
-/* Gives back what the experiment holds (clears faults, cancels its tasks that still hold quota,
- * waits for their release), then writes each task's evidence and quota.after, checks that the
- * record is complete, and sets passed. Returns the record (borrowed; kept in l->rec until the
+/* Gives back what the experiment holds (clears the faults and card health it changed, cancels
+ * its tasks that still hold quota, waits for their release), then writes each task's evidence
+ * and quota.after, checks that the record is complete, and sets passed. Returns the record (borrowed; kept in l->rec until the
  * next lab_begin). */
 json_t *lab_end(struct lab *l);
 
