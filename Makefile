@@ -1,7 +1,7 @@
 # gpu-workbench: one entry point. Components live in their folders; each folder's objects
 # become one archive, every binary is its folder's main.c linked against the archives.
 #
-#   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl
+#   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl, bin/gwb-load, bin/gwb-lab
 #   make test       build and run every test (T=name runs the cases with a word of their name starting with it)
 #   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
@@ -34,7 +34,8 @@ endif
 
 # Components: each folder's objects (all but main.c) form one archive. A component links only
 # the archives it depends on, so one folder's work in progress never breaks another's build.
-COMPONENTS := lib config queue server worker tools/kubesim tools/gwbctl tools/gwb-lab
+COMPONENTS := lib config queue server worker tools/kubesim tools/gwbctl tools/gwb-load \
+              tools/gwb-lab
 DEPS_lib           := lib
 DEPS_config        := config lib
 DEPS_queue         := queue config lib
@@ -42,6 +43,7 @@ DEPS_server        := server queue config lib
 DEPS_worker        := worker lib
 DEPS_tools/kubesim := tools/kubesim lib
 DEPS_tools/gwbctl  := tools/gwbctl queue config lib
+DEPS_tools/gwb-load := tools/gwb-load lib
 DEPS_tools/gwb-lab := tools/gwb-lab lib
 
 comp_srcs = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
@@ -51,7 +53,7 @@ ALL_SRCS := $(foreach c,$(COMPONENTS),$(wildcard $(c)/*.c))
 
 # Each binary is built once its folder has a main.c.
 BIN_MAINS := server:gwb-server worker:gwb-worker tools/kubesim:kubesim tools/gwbctl:gwbctl \
-             tools/gwb-lab:gwb-lab
+             tools/gwb-load:gwb-load tools/gwb-lab:gwb-lab
 BINARIES  := $(foreach m,$(BIN_MAINS),$(if $(wildcard $(word 1,$(subst :, ,$(m)))/main.c),\
                $(BIN)/$(word 2,$(subst :, ,$(m)))))
 
