@@ -142,9 +142,10 @@ static int has_batch_cpu(json_t *pod)
 	                       "kubernetes.io/batch-cpu") != NULL;
 }
 
+/* P50 and P99 of the samples (borrowed) beside the worker's shares (stolen). */
 static json_t *phase_summary(json_t *samples, json_t *shares)
 {
-	return json_pack("{s:I, s:I, s:I, s:O}", "samples", (json_int_t)json_array_size(samples),
+	return json_pack("{s:I, s:I, s:I, s:o}", "samples", (json_int_t)json_array_size(samples),
 	                 "p50_us", (json_int_t)percentile(samples, 50), "p99_us",
 	                 (json_int_t)percentile(samples, 99), "ls_worker_cpu_share_percent",
 	                 shares);
