@@ -217,6 +217,18 @@ TEST_T(lab_against_a_running_stack_skips_what_it_cannot_do, 120)
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
 	h_kubesim_start(&ks);
+	/* What make demo applies from deploy/kubesim/colocation-profile.yaml. */
+	CHECK_INT(
+	    h_kube(&ks, "POST", "/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles",
+	           "{\"apiVersion\": \"config.koordinator.sh/v1alpha1\", \"kind\": "
+	           "\"ClusterColocationProfile\", \"metadata\": {\"name\": \"gpu-workbench-be\"}, "
+	           "\"spec\": {\"namespaceSelector\": {\"matchLabels\": "
+	           "{\"kubernetes.io/metadata.name\": \"gpu-workbench\"}}, \"selector\": "
+	           "{\"matchLabels\": {\"koordinator.sh/qosClass\": \"BE\"}}, \"qosClass\": "
+	           "\"BE\", \"priorityClassName\": \"koord-batch\", \"koordinatorPriority\": "
+	           "1000, \"schedulerName\": \"koord-scheduler\"}}",
+	           NULL, NULL),
+	    201);
 	struct h_server srv;
 	h_server_init(&srv);
 	char env_kube[300];
