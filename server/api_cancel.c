@@ -17,10 +17,11 @@ static void not_found(struct req *r, const char *id)
 
 void api_task_cancel(struct req *r, const char *id)
 {
-	char team[64], state[16];
+	char team[64];
+	enum task_state state = TASK_NONE;
 	if (!api_valid_task_id(id))
 		return not_found(r, id);
-	int rc = store_task_team(r->srv->store, id, team, sizeof team);
+	int rc = store_task_team(r->api->store, id, team, sizeof team);
 	if (rc == GWB_ENOTFOUND)
 		return not_found(r, id);
 	if (rc)
@@ -28,7 +29,7 @@ void api_task_cancel(struct req *r, const char *id)
 	if (!http_may_act_on(r, team))
 		return;
 	int changed = 0;
-	rc = store_task_cancel(r->srv->store, id, clock_now_ms(), state, sizeof state, &changed);
+	rc = store_task_cancel(r->api->store, id, clock_now_ms(), &state, &changed);
 	if (rc == GWB_ENOTFOUND)
 		return not_found(r, id);
 	if (rc == GWB_EBUSY) {
@@ -37,21 +38,20 @@ void api_task_cancel(struct req *r, const char *id)
 	}
 	if (rc) {
 		log_error("api", "cancel_failed", "task=%s error=%s db=%s", id, err_name(rc),
-			  log_q(store_errmsg(r->srv->store)));
+			  log_q(store_errmsg(r->api->store)));
 		return http_reply_error(r, 500, "internal", "the cancel could not be stored", NULL);
 	}
 	if (changed) {
 		log_info("api", "cancel_requested", "task=%s team=%s", id, log_q(team));
-		if (!r->srv->intents)
-			reconciler_kick(r->srv->recon, id); /* no queue carries the intent */
+		api_task_changed(r->api, id);
 	}
-	json_t *t = store_task_json(r->srv->store, id);
+	json_t *t = api_task_detail(r->api->store, id);
 	if (!t)
 		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
 	/* 202: the cancel is recorded and will be carried out; 200: nothing new was asked (a
 	 * repeat, or a task that already ended, whose final state the body shows). */
 	json_object_set_new(t, "cancel", json_string(changed			   ? "requested"
-						     : store_state_is_final(state) ? "already_ended"
+						     : task_state_is(state, TASK_FINAL) ? "already_ended"
 										   : "already_requested"));
 	http_reply_json(r, changed ? 202 : 200, t);
 }

@@ -5,10 +5,10 @@
 
 void api_devices(struct req *r)
 {
-	if (!r->srv->recon)
+	if (!r->api->recon)
 		return http_reply_error(r, 503, "no_cluster",
 					"no Kubernetes API is configured (GWB_KUBE_SERVER or a "
 					"kubeconfig)",
 					NULL);
-	http_reply_json(r, 200, reconciler_devices_json(r->srv->recon));
+	http_reply_json(r, 200, reconciler_devices_json(r->api->recon));
 }

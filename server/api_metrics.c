@@ -36,39 +36,39 @@ static void team_lines(struct evbuffer *b, json_t *teams)
 
 void api_metrics(struct req *r)
 {
-	struct server *srv = r->srv;
+	struct api_ctx *api = r->api;
 	struct evbuffer *b = evbuffer_new();
 	evbuffer_add_printf(b, "# TYPE gwb_build_info gauge\ngwb_build_info{version=\"%s\","
 			       "mode=\"%s\"} 1\n",
-			    GWB_VERSION, srv->cfg->mode);
-	int64_t counts[16];
-	if (store_task_state_counts(srv->store, counts) == 0) {
+			    GWB_VERSION, api->cfg->mode);
+	int64_t counts[TASK_NSTATES];
+	if (store_task_state_counts(api->store, counts) == 0) {
 		evbuffer_add_printf(b, "# TYPE gwb_tasks gauge\n");
-		for (int i = 0; store_task_states[i]; i++)
-			evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n", store_task_states[i],
-					    (long long)counts[i]);
+		for (int i = 0; i < TASK_NSTATES; i++)
+			evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n",
+					    task_state_name((enum task_state)i), (long long)counts[i]);
 	}
-	json_t *teams = store_teams_json(srv->store); /* team names are DNS labels: no escaping */
+	json_t *teams = store_teams_json(api->store); /* team names are DNS labels: no escaping */
 	team_lines(b, teams);
 	json_decref(teams);
 	int64_t unpublished;
-	if (store_outbox_unpublished_count(srv->store, &unpublished) == 0)
+	if (store_outbox_unpublished_count(api->store, &unpublished) == 0)
 		evbuffer_add_printf(b, "# TYPE gwb_outbox_unpublished gauge\n"
 				       "gwb_outbox_unpublished %lld\n",
 				    (long long)unpublished);
-	if (srv->recon)
+	if (api->recon)
 		evbuffer_add_printf(b, "# TYPE gwb_kube_picture_fresh gauge\ngwb_kube_picture_fresh %d\n"
 				       "# TYPE gwb_kube_reachable gauge\ngwb_kube_reachable %d\n",
-				    reconciler_fresh(srv->recon), reconciler_reachable(srv->recon));
+				    reconciler_fresh(api->recon), reconciler_reachable(api->recon));
 	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
 	for (int c = 2; c <= 5; c++)
 		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,
-				    (long long)srv->http_replies[c]);
+				    (long long)api->replies[c]);
 	evbuffer_add_printf(b, "# TYPE gwb_alloc_bytes gauge\ngwb_alloc_bytes %zu\n",
 			    gwb_alloc_bytes());
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
 			  "text/plain; version=0.0.4");
-	srv->http_replies[2]++;
+	api->replies[2]++;
 	evhttp_send_reply(r->ev, 200, NULL, b);
 	evbuffer_free(b); /* evhttp_send_reply leaves the buffer ours */
 }

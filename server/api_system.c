@@ -12,24 +12,18 @@ void api_healthz(struct req *r)
 
 void api_readyz(struct req *r)
 {
-	struct server *srv = r->srv;
+	struct api_ctx *api = r->api;
 	json_t *deps = json_object();
 	int ready = 1;
 	/* A cheap read, not an integrity check: probes come often, and a scan of the whole
 	 * database would block the loop for as long as it takes. */
-	int store_ok = store_schema_version(srv->store) == store_schema_latest();
+	int store_ok = store_schema_version(api->store) == store_schema_latest();
 	json_object_set_new(deps, "store", json_pack("{s:s, s:s}", "state",
 						     store_ok ? "ok" : "failed", "path",
-						     srv->cfg->db));
+						     api->cfg->db));
 	ready &= store_ok;
-	for (int i = 0; i < srv->ndeps; i++) {
-		json_t *detail = json_object();
-		int dep_ready = 1;
-		const char *state = srv->deps[i].fn(srv->deps[i].arg, detail, &dep_ready);
-		json_object_set_new(detail, "state", json_string(state));
-		json_object_set_new(deps, srv->deps[i].name, detail);
-		ready &= dep_ready;
-	}
+	if (api->readiness)
+		api->readiness(api->readiness_arg, deps, &ready);
 	/* Dependencies not wired in yet are named, so a reader sees they are absent, not fine. */
 	if (!json_object_get(deps, "redis"))
 		json_object_set_new(deps, "redis", json_pack("{s:s}", "state", "not_configured"));
@@ -41,15 +35,15 @@ void api_readyz(struct req *r)
 
 void api_info(struct req *r)
 {
-	const struct gwb_config *cfg = r->srv->cfg;
+	const struct gwb_config *cfg = r->api->cfg;
 	char started[40];
-	clock_fmt_rfc3339_ms(r->srv->started_ms, started, sizeof started);
+	clock_fmt_rfc3339_ms(r->api->started_ms, started, sizeof started);
 	http_reply_json(
 		r, 200,
 		json_pack("{s:s, s:s, s:o, s:s, s:s, s:{s:s, s:i}, s:b, s:o}", "version",
 			  GWB_VERSION, "mode", cfg->mode, "cluster_url",
 			  cfg->kube_server[0] ? json_string(cfg->kube_server) : json_null(),
 			  "namespace", cfg->kube_namespace, "started_at", started, "store", "path",
-			  cfg->db, "schema_version", store_schema_version(r->srv->store), "admin",
+			  cfg->db, "schema_version", store_schema_version(r->api->store), "admin",
 			  r->is_admin, "team", r->team[0] ? json_string(r->team) : json_null()));
 }

@@ -129,7 +129,7 @@ static json_t *pair(int64_t mem, int64_t core)
 
 static void reply_task(struct req *r, int status, const char *id)
 {
-	json_t *t = store_task_json(r->srv->store, id);
+	json_t *t = api_task_detail(r->api->store, id);
 	if (!t)
 		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
 	http_reply_json(r, status, t);
@@ -159,7 +159,7 @@ static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
 		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
 	default:
 		log_error("api", "submit_failed", "team=%s error=%s db=%s", log_q(q->team),
-			  err_name(rc), log_q(store_errmsg(r->srv->store)));
+			  err_name(rc), log_q(store_errmsg(r->api->store)));
 		return http_reply_error(r, 500, "internal", "the submission could not be stored",
 					NULL);
 	}
@@ -182,8 +182,8 @@ void api_tasks_submit(struct req *r)
 	char fp[65];
 	fingerprint(&q, fp);
 	struct submit_result res;
-	int64_t ttl_ms = r->srv->cfg->idempotency_ttl_seconds * 1000;
-	int rc = store_task_submit(r->srv->store, &q, key, fp, clock_now_ms(), ttl_ms, &res);
+	int64_t ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
+	int rc = store_task_submit(r->api->store, &q, key, fp, clock_now_ms(), ttl_ms, &res);
 	if (rc) {
 		reply_submit_error(r, rc, &q, &res);
 		goto out;
@@ -199,8 +199,7 @@ void api_tasks_submit(struct req *r)
 			 res.task_id, log_q(q.team), (long long)res.req_mem,
 			 (long long)res.req_core);
 		reply_task(r, 201, res.task_id);
-		if (!r->srv->intents)
-			reconciler_kick(r->srv->recon, res.task_id); /* no queue carries the intent */
+		api_task_changed(r->api, res.task_id);
 	}
 out:
 	json_decref(body);
@@ -227,6 +226,11 @@ static int query_int(struct req *r, const char *name, int64_t min, int64_t max, 
 	return 0;
 }
 
+static void list_one(void *arg, const struct task *t)
+{
+	json_array_append_new(arg, api_task_view(t));
+}
+
 void api_tasks_list(struct req *r)
 {
 	static const char *const known[] = { "team", "state", "limit", "cursor", NULL };
@@ -242,13 +246,8 @@ void api_tasks_list(struct req *r)
 	int64_t limit = LIST_LIMIT_DEFAULT, cursor = 0;
 	if (team && !api_valid_team(team))
 		return http_reply_invalid_field(r, "team", "must be a team name");
-	if (state) {
-		int ok = 0;
-		for (const char *const *s = store_task_states; *s; s++)
-			ok |= strcmp(*s, state) == 0;
-		if (!ok)
-			return http_reply_invalid_field(r, "state", "must be a task state");
-	}
+	if (state && task_state_parse(state) == TASK_NONE)
+		return http_reply_invalid_field(r, "state", "must be a task state");
 	if (query_int(r, "limit", 1, LIST_LIMIT_MAX, &limit) < 0 ||
 	    query_int(r, "cursor", 1, INT64_MAX, &cursor) < 0)
 		return;
@@ -257,10 +256,13 @@ void api_tasks_list(struct req *r)
 			return;
 		team = r->team; /* a team token lists its own team's tasks only */
 	}
-	json_t *tasks;
+	json_t *tasks = json_array();
 	int64_t next;
-	if (store_task_list(r->srv->store, team, state, cursor, (int)limit, &tasks, &next))
+	if (store_task_list(r->api->store, team, state, cursor, (int)limit, list_one, tasks,
+			    &next)) {
+		json_decref(tasks);
 		return http_reply_error(r, 500, "internal", "the tasks cannot be listed", NULL);
+	}
 	char nc[32];
 	snprintf(nc, sizeof nc, "%lld", (long long)next);
 	http_reply_json(r, 200, json_pack("{s:o, s:o}", "tasks", tasks, "next_cursor",
@@ -275,7 +277,7 @@ static int task_visible(struct req *r, const char *id)
 		http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
 		return 0;
 	}
-	int rc = store_task_team(r->srv->store, id, team, sizeof team);
+	int rc = store_task_team(r->api->store, id, team, sizeof team);
 	if (rc == GWB_ENOTFOUND) {
 		http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
 		return 0;
@@ -294,12 +296,19 @@ void api_task_get(struct req *r, const char *id)
 	reply_task(r, 200, id);
 }
 
+static void event_one(void *arg, const struct task_event *ev)
+{
+	json_array_append_new(arg, api_task_event_view(ev));
+}
+
 void api_task_events(struct req *r, const char *id)
 {
 	if (!task_visible(r, id))
 		return;
-	json_t *events;
-	if (store_task_events(r->srv->store, id, &events))
+	json_t *events = json_array();
+	if (store_task_events(r->api->store, id, event_one, events)) {
+		json_decref(events);
 		return http_reply_error(r, 500, "internal", "the events cannot be read", NULL);
+	}
 	http_reply_json(r, 200, json_pack("{s:s, s:o}", "task", id, "events", events));
 }

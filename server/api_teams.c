@@ -19,9 +19,9 @@ void api_teams_list(struct req *r)
 {
 	if (r->is_admin)
 		return http_reply_json(r, 200, json_pack("{s:o}", "teams",
-							 store_teams_json(r->srv->store)));
+							 store_teams_json(r->api->store)));
 	json_t *arr = json_array();
-	json_t *t = store_team_json(r->srv->store, r->team);
+	json_t *t = store_team_json(r->api->store, r->team);
 	if (t)
 		json_array_append_new(arr, t);
 	http_reply_json(r, 200, json_pack("{s:o}", "teams", arr));
@@ -34,7 +34,7 @@ void api_team_get(struct req *r, const char *team)
 					json_pack("{s:s}", "team", team));
 	if (!http_may_act_on(r, team))
 		return;
-	json_t *t = store_team_json(r->srv->store, team);
+	json_t *t = store_team_json(r->api->store, team);
 	if (!t)
 		return http_reply_error(r, 404, "not_found", "no such team",
 					json_pack("{s:s}", "team", team));
@@ -79,12 +79,12 @@ void api_team_put(struct req *r, const char *team)
 	unsigned char hash[SHA256_DIGEST_LENGTH];
 	if (token)
 		SHA256((const unsigned char *)token, strlen(token), hash);
-	if (token && r->srv->has_admin && memcmp(hash, r->srv->admin_hash, sizeof hash) == 0) {
+	if (token && r->api->has_admin && memcmp(hash, r->api->admin_hash, sizeof hash) == 0) {
 		http_reply_invalid_field(r, "token", "must differ from the admin token");
 		goto out;
 	}
 	int created = 0;
-	int rc = store_team_put(r->srv->store, team, mem, core, token ? hash : NULL,
+	int rc = store_team_put(r->api->store, team, mem, core, token ? hash : NULL,
 				clock_now_ms(), &created);
 	if (rc == GWB_EEXISTS) {
 		http_reply_error(r, 409, "token_in_use", "another team has this token",
@@ -103,7 +103,7 @@ void api_team_put(struct req *r, const char *team)
 	log_info("api", created ? "team_created" : "team_changed",
 		 "team=%s mem_mib=%lld core_pct=%lld token_set=%d", team, (long long)mem,
 		 (long long)core, token != NULL);
-	http_reply_json(r, created ? 201 : 200, store_team_json(r->srv->store, team));
+	http_reply_json(r, created ? 201 : 200, store_team_json(r->api->store, team));
 out:
 	json_decref(body);
 }

@@ -5,19 +5,14 @@
 #include <string.h>
 
 #include "lib/devalloc.h"
+#include "lib/kobj.h"
 #include "lib/quantity.h"
 
 #define MIB (1024 * 1024)
 
-static const char *sget(const json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 static int64_t qget(const json_t *res, const char *key)
 {
-	const char *s = sget(res, key);
+	const char *s = kobj_str(res, key);
 	int64_t v = 0;
 	if (s && quantity_parse(s, &v) == 0)
 		return v;
@@ -34,7 +29,7 @@ static struct diag_card *find_card(struct diag_cards *cs, const char *node, int 
 
 static void add_device(struct diag_cards *out, const char *node, const json_t *dev)
 {
-	const char *type = sget(dev, "type");
+	const char *type = kobj_str(dev, "type");
 	json_t *minor = json_object_get(dev, "minor");
 	if (!type || strcmp(type, "gpu") != 0 || !json_is_integer(minor) || out->n == DIAG_MAX_CARDS)
 		return;
@@ -42,39 +37,32 @@ static void add_device(struct diag_cards *out, const char *node, const json_t *d
 	memset(c, 0, sizeof *c);
 	snprintf(c->node, sizeof c->node, "%s", node);
 	c->minor = (int)json_integer_value(minor);
-	snprintf(c->id, sizeof c->id, "%s", sget(dev, "id") ? sget(dev, "id") : "");
+	snprintf(c->id, sizeof c->id, "%s", kobj_str(dev, "id") ? kobj_str(dev, "id") : "");
 	json_t *h = json_object_get(dev, "health");
 	c->healthy = !json_is_false(h);
 	if (!c->healthy) {
 		json_t *cond = json_array_get(json_object_get(dev, "conditions"), 0);
 		snprintf(c->health_reason, sizeof c->health_reason, "%s",
-			 sget(cond, "reason") ? sget(cond, "reason") : "health: false");
+			 kobj_str(cond, "reason") ? kobj_str(cond, "reason") : "health: false");
 	}
 	json_t *topo = json_object_get(dev, "topology");
 	if (json_is_object(topo)) {
 		c->has_topology = 1;
 		c->numa = json_integer_value(json_object_get(topo, "nodeID"));
-		snprintf(c->pcie, sizeof c->pcie, "%s", sget(topo, "pcieID") ? sget(topo, "pcieID") : "");
+		snprintf(c->pcie, sizeof c->pcie, "%s", kobj_str(topo, "pcieID") ? kobj_str(topo, "pcieID") : "");
 	}
 	json_t *res = json_object_get(dev, "resources");
 	c->mem_total_mib = qget(res, DEVALLOC_RES_MEM) / MIB;
 	c->core_total = qget(res, DEVALLOC_RES_CORE);
 }
 
-static int pod_terminal(const json_t *pod)
-{
-	const char *phase = sget(json_object_get(pod, "status"), "phase");
-	return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
-}
-
 static void add_pod(struct diag_cards *out, const json_t *pod)
 {
-	if (pod_terminal(pod))
+	if (kobj_pod_terminal(pod))
 		return;
-	const json_t *meta = json_object_get(pod, "metadata");
-	const char *raw = sget(json_object_get(meta, "annotations"), DEVALLOC_ANNOTATION);
-	const char *node = sget(json_object_get(pod, "spec"), "nodeName");
-	const char *task = sget(json_object_get(meta, "labels"), "gwb.io/task");
+	const char *raw = kobj_annotation(pod, DEVALLOC_ANNOTATION);
+	const char *node = kobj_pstr(pod, "spec", "nodeName");
+	const char *task = kobj_label(pod, "gwb.io/task");
 	struct devalloc a;
 	if (!raw || devalloc_parse(raw, strlen(raw), &a, NULL, 0) != 0)
 		return;
@@ -110,7 +98,7 @@ void diag_cards_build(struct diag_cards *out, const json_t *devices, const json_
 	json_object_foreach((json_t *)devices, name, v) {
 		size_t i;
 		json_t *dev;
-		json_array_foreach(json_object_get(json_object_get(v, "spec"), "devices"), i, dev)
+		json_array_foreach(kobj_path(v, "spec", "devices"), i, dev)
 			add_device(out, name, dev);
 	}
 	json_object_foreach((json_t *)pods, name, v)

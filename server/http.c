@@ -41,7 +41,7 @@ void http_reply_json(struct req *r, int status, json_t *body)
 	}
 	http_add_header(r, "Cache-Control", "no-store");
 	if (status >= 200 && status < 600)
-		r->srv->http_replies[status / 100]++;
+		r->api->replies[status / 100]++;
 	evhttp_send_reply(r->ev, status, NULL, buf);
 	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
 	evbuffer_free(buf);
@@ -117,13 +117,13 @@ static int authenticate(struct req *r)
 	const char *tok = h + 7;
 	unsigned char hash[SHA256_DIGEST_LENGTH];
 	SHA256((const unsigned char *)tok, strlen(tok), hash);
-	if (r->srv->has_admin && CRYPTO_memcmp(hash, r->srv->admin_hash, sizeof hash) == 0) {
+	if (r->api->has_admin && CRYPTO_memcmp(hash, r->api->admin_hash, sizeof hash) == 0) {
 		r->is_admin = 1;
 		return 1;
 	}
 	/* Teams are found by the hash of their token; only hashes are stored, and the lookup's
 	 * timing can reveal nothing about a token beyond its hash. */
-	if (store_team_by_token(r->srv->store, hash, r->team, sizeof r->team) == 0)
+	if (store_team_by_token(r->api->store, hash, r->team, sizeof r->team) == 0)
 		return 1;
 	http_add_header(r, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
 	http_reply_error(r, 401, "unauthorized", "the token is not valid", NULL);
@@ -236,10 +236,10 @@ static int read_body(struct req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
 	size_t n = evbuffer_get_length(in);
-	if ((int64_t)n > r->srv->cfg->http_max_body_bytes) {
+	if ((int64_t)n > r->api->cfg->http_max_body_bytes) {
 		http_reply_error(r, 413, "body_too_large", "the request body is too large",
 				 json_pack("{s:I}", "max_bytes",
-					   (json_int_t)r->srv->cfg->http_max_body_bytes));
+					   (json_int_t)r->api->cfg->http_max_body_bytes));
 		return -1;
 	}
 	r->body = gwb_try_malloc(n + 1);
@@ -258,7 +258,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	struct req r;
 	memset(&r, 0, sizeof r);
 	r.ev = ev;
-	r.srv = arg;
+	r.api = arg;
 	r.method = evhttp_request_get_command(ev);
 	TAILQ_INIT(&r.query);
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
@@ -289,26 +289,32 @@ out:
 	gwb_free(r.body);
 }
 
-int http_start(struct server *srv, char *err, size_t errlen)
+void api_task_changed(const struct api_ctx *api, const char *task_id)
 {
-	const struct gwb_config *cfg = srv->cfg;
+	if (api->task_changed)
+		api->task_changed(api->task_changed_arg, task_id);
+}
+
+int http_start(struct api_ctx *api, char *err, size_t errlen)
+{
+	const struct gwb_config *cfg = api->cfg;
 	char host[256];
 	int port;
 	if (config_split_hostport(cfg->listen, host, sizeof host, &port) < 0) {
 		snprintf(err, errlen, "listen: invalid address %s", cfg->listen);
 		return GWB_EINVAL;
 	}
-	srv->http = evhttp_new(srv->base);
+	api->evh = evhttp_new(api->base);
 	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
 	 * answers with the JSON error every client expects. */
-	evhttp_set_max_body_size(srv->http, (ev_ssize_t)cfg->http_max_body_bytes * 4 + 4096);
-	evhttp_set_max_headers_size(srv->http, (ev_ssize_t)cfg->http_max_header_bytes);
-	evhttp_set_timeout(srv->http, (int)cfg->http_timeout_seconds);
-	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+	evhttp_set_max_body_size(api->evh, (ev_ssize_t)cfg->http_max_body_bytes * 4 + 4096);
+	evhttp_set_max_headers_size(api->evh, (ev_ssize_t)cfg->http_max_header_bytes);
+	evhttp_set_timeout(api->evh, (int)cfg->http_timeout_seconds);
+	evhttp_set_allowed_methods(api->evh, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
 						      EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
 						      EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
-	evhttp_set_gencb(srv->http, on_request, srv);
-	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(srv->http, host,
+	evhttp_set_gencb(api->evh, on_request, api);
+	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(api->evh, host,
 									(ev_uint16_t)port);
 	if (!bs) {
 		snprintf(err, errlen, "listen: cannot bind %s", cfg->listen);
@@ -330,15 +336,15 @@ int http_start(struct server *srv, char *err, size_t errlen)
 		}
 	}
 	if (ss.ss_family == AF_INET6)
-		snprintf(srv->url, sizeof srv->url, "http://[%s]:%d", addr, real_port);
+		snprintf(api->url, sizeof api->url, "http://[%s]:%d", addr, real_port);
 	else
-		snprintf(srv->url, sizeof srv->url, "http://%s:%d", addr, real_port);
+		snprintf(api->url, sizeof api->url, "http://%s:%d", addr, real_port);
 	return 0;
 }
 
-void http_stop(struct server *srv)
+void http_stop(struct api_ctx *api)
 {
-	if (srv->http)
-		evhttp_free(srv->http);
-	srv->http = NULL;
+	if (api->evh)
+		evhttp_free(api->evh);
+	api->evh = NULL;
 }

@@ -9,11 +9,47 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "config/config.h"
 #include "server/server.h"
+#include "server/store.h"
+
+struct reconciler;
+
+/* The HTTP API's narrow context, filled by main.c before http_start and kept alive until
+ * after http_stop. */
+struct api_ctx {
+	struct event_base *base;
+	const struct gwb_config *cfg;
+	struct store *store;
+	struct reconciler *recon; /* NULL without a cluster */
+	/* A submission or a cancel was recorded for task_id: where it goes when no queue
+	 * carries it (NULL: the outbox and the queue carry it). */
+	void (*task_changed)(void *arg, const char *task_id);
+	void *task_changed_arg;
+	/* Adds each registered dependency's entry to deps for /readyz; clears *ready when one
+	 * keeps the server from serving. */
+	void (*readiness)(void *arg, json_t *deps, int *ready);
+	void *readiness_arg;
+	int64_t started_ms;
+	unsigned char admin_hash[32]; /* SHA-256 of the admin token */
+	int has_admin;
+	/* The HTTP layer's own state (zero before http_start). */
+	struct evhttp *evh;
+	char url[300];           /* http://HOST:PORT actually bound */
+	int64_t replies[6];      /* replies by status class: [2] = 2xx ... [5] = 5xx */
+};
+
+/* Binds the HTTP API on api->cfg->listen and fills api->url with the real address. 0, or a
+ * negative error with the reason in err. */
+int http_start(struct api_ctx *api, char *err, size_t errlen);
+/* Stops accepting and frees the HTTP server. Accepts an API that never started. */
+void http_stop(struct api_ctx *api);
+/* Tells api->task_changed (when set) that task_id was submitted or cancelled. */
+void api_task_changed(const struct api_ctx *api, const char *task_id);
 
 struct req {
 	struct evhttp_request *ev;
-	struct server *srv;
+	struct api_ctx *api;
 	enum evhttp_cmd_type method;
 	char path[512];              /* decoded path */
 	char *segs[8];               /* path segments (point into segbuf) */
@@ -45,6 +81,15 @@ json_t *http_json_body(struct req *r);
 /* 1 when the caller may act on team's resources (the admin, or that team's token); otherwise
  * replies 403 and returns 0. */
 int http_may_act_on(struct req *r, const char *team);
+
+/* A task as the API shows it (API.md), as a new reference (server/api_taskview.c). */
+json_t *api_task_view(const struct task *t);
+/* One event of a task's history as the API shows it (a new reference). */
+json_t *api_task_event_view(const struct task_event *ev);
+/* One task read from the store with the fields only GET /v1/tasks/{id} shows
+ * (cancel_requested_at): a new reference, or NULL when there is no such task (or it cannot
+ * be read). */
+json_t *api_task_detail(struct store *s, const char *id);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);

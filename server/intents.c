@@ -22,7 +22,7 @@ struct held {
 };
 
 struct intents {
-	struct server *srv;
+	struct intents_ctx c;
 	char url[CONFIG_STR_MAX];
 	struct q_keys keys;
 	char consumer[128];
@@ -43,13 +43,13 @@ struct intents {
 static int relay_fetch(void *arg, struct q_intent *out, int max)
 {
 	struct intents *it = arg;
-	return store_outbox_unpublished(it->srv->store, out, max);
+	return store_outbox_unpublished(it->c.store, out, max);
 }
 
 static int relay_published(void *arg, const int64_t *ids, const char (*sids)[Q_ID_MAX], int n)
 {
 	struct intents *it = arg;
-	return store_outbox_published(it->srv->store, ids, sids, n, clock_now_ms());
+	return store_outbox_published(it->c.store, ids, sids, n, clock_now_ms());
 }
 
 static void on_outbox_insert(void *arg)
@@ -106,7 +106,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	it->nheld = keep;
 	for (int i = 0; i < n; i++)
 		rx_of(it, due[i], &rx[i]);
-	int rc = n ? store_intents_receive(it->srv->store, rx, n, clock_now_ms(), results) : 0;
+	int rc = n ? store_intents_receive(it->c.store, rx, n, clock_now_ms(), results) : 0;
 	for (int i = 0; i < n; i++) {
 		char why[96];
 		if (rc) {
@@ -123,7 +123,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	}
 	if (rc)
 		log_warn("intents", "record_failed", "count=%d error=%s db=%s", n, err_name(rc),
-			 log_q(store_errmsg(it->srv->store)));
+			 log_q(store_errmsg(it->c.store)));
 	else if (n)
 		log_debug("intents", "recorded", "count=%d", n);
 	schedule_flush(it);
@@ -155,7 +155,7 @@ static void plug_done(void *ctx, int rc)
 	if (rc == 0) {
 		struct intent_rx rx;
 		rx_of(it, p->d, &rx);
-		if (store_intent_outcome_add(it->srv->store, &rx, "handled", clock_now_ms()))
+		if (store_intent_outcome_add(it->c.store, &rx, "handled", clock_now_ms()))
 			log_warn("intents", "outcome_not_recorded", "intent=%" PRId64,
 				 rx.intent_id); /* a redelivery asks the handler again */
 		q_delivery_done(p->d, Q_ACK, NULL);
@@ -178,14 +178,14 @@ static void on_delivery(void *arg, struct q_delivery *d)
 		 * since overrunning held[] would corrupt memory. */
 		if (it->nheld == Q_INFLIGHT_MAX)
 			return q_delivery_done(d, Q_RETRY, NULL);
-		int64_t delay = it->srv->cfg->queue_handler_delay_ms;
+		int64_t delay = it->c.cfg->queue_handler_delay_ms;
 		it->held[it->nheld].d = d;
 		it->held[it->nheld].ready_ms = clock_mono_ms() + delay;
 		it->nheld++;
 		schedule_flush(it);
 		return;
 	}
-	int seen = store_intent_outcome_exists(it->srv->store, in->id);
+	int seen = store_intent_outcome_exists(it->c.store, in->id);
 	if (seen == 1)
 		return q_delivery_done(d, Q_ACK, NULL);
 	if (seen < 0)
@@ -239,7 +239,7 @@ static const char *on_health(void *arg, json_t *detail, int *ready)
 	q_relay_stats(it->relay, &rs);
 	q_consumer_stats(it->cons, &cs);
 	int64_t unpublished = -1;
-	store_outbox_unpublished_count(it->srv->store, &unpublished);
+	store_outbox_unpublished_count(it->c.store, &unpublished);
 	const char *err = q_conn_last_error(it->pub)[0]	  ? q_conn_last_error(it->pub)
 			  : q_conn_last_error(it->sub)[0] ? q_conn_last_error(it->sub)
 			  : cs.last_error[0]		  ? cs.last_error
@@ -277,9 +277,10 @@ static void default_consumer(const char *db, char *out, size_t len)
 	snprintf(out, len, "%s-%08x", host, h);
 }
 
-int intents_start(struct server *srv, char *err, size_t errlen)
+int intents_start(struct intents **out, const struct intents_ctx *ctx, char *err, size_t errlen)
 {
-	const struct gwb_config *cfg = srv->cfg;
+	const struct gwb_config *cfg = ctx->cfg;
+	*out = NULL;
 	if (!cfg->redis[0])
 		return 0;
 	struct q_addr addr;
@@ -289,32 +290,32 @@ int intents_start(struct server *srv, char *err, size_t errlen)
 		return GWB_EINVAL;
 	}
 	struct intents *it = gwb_calloc(1, sizeof *it);
-	it->srv = srv;
+	it->c = *ctx;
 	snprintf(it->url, sizeof it->url, "%s", cfg->redis);
 	q_keys_init(&it->keys, cfg->queue_prefix);
 	if (cfg->queue_consumer[0])
 		snprintf(it->consumer, sizeof it->consumer, "%s", cfg->queue_consumer);
 	else
 		default_consumer(cfg->db, it->consumer, sizeof it->consumer);
-	it->pub = q_conn_new(srv->base, &addr, "commands", cfg->queue_command_timeout_ms,
+	it->pub = q_conn_new(ctx->base, &addr, "commands", cfg->queue_command_timeout_ms,
 			     on_conn_state, it);
-	it->sub = q_conn_new(srv->base, &addr, "reads", cfg->queue_command_timeout_ms,
+	it->sub = q_conn_new(ctx->base, &addr, "reads", cfg->queue_command_timeout_ms,
 			     on_conn_state, it);
 	struct q_relay_ops ops = { relay_fetch, relay_published };
-	it->relay = q_relay_new(srv->base, it->pub, &it->keys, cfg->queue_stream_maxlen, &ops, it);
+	it->relay = q_relay_new(ctx->base, it->pub, &it->keys, cfg->queue_stream_maxlen, &ops, it);
 	struct q_consumer_cfg cc = { it->consumer, cfg->queue_claim_idle_ms,
 				     cfg->queue_max_deliveries, cfg->queue_block_ms,
 				     cfg->queue_stream_maxlen };
-	it->cons = q_consumer_new(srv->base, it->pub, it->sub, &it->keys, &cc, on_delivery, it);
-	it->flush = evtimer_new(srv->base, on_flush, it);
-	if (server_cron_add(srv, on_cron, it) || server_health_add(srv, "redis", on_health, it)) {
+	it->cons = q_consumer_new(ctx->base, it->pub, it->sub, &it->keys, &cc, on_delivery, it);
+	it->flush = evtimer_new(ctx->base, on_flush, it);
+	const struct server_hooks *h = &ctx->hooks;
+	if (h->cron_add(h->host, on_cron, it) || h->health_add(h->host, "redis", on_health, it)) {
 		snprintf(err, errlen, "redis: no room for another housekeeping or health entry");
-		srv->intents = it;
-		intents_stop(srv);
+		intents_stop(it);
 		return GWB_ETOOBIG;
 	}
-	store_outbox_watch(srv->store, on_outbox_insert, it);
-	srv->intents = it;
+	store_outbox_watch(ctx->store, on_outbox_insert, it);
+	*out = it;
 	log_info("intents", "started", "redis=%s stream=%s consumer=%s", log_q(cfg->redis),
 		 it->keys.stream, log_q(it->consumer));
 	q_conn_start(it->pub);
@@ -322,12 +323,11 @@ int intents_start(struct server *srv, char *err, size_t errlen)
 	return 0;
 }
 
-void intents_stop(struct server *srv)
+void intents_stop(struct intents *it)
 {
-	struct intents *it = srv->intents;
 	if (!it)
 		return;
-	store_outbox_watch(srv->store, NULL, NULL);
+	store_outbox_watch(it->c.store, NULL, NULL);
 	/* Held deliveries are simply forgotten: unacknowledged, they are handled after the
 	 * restart. The connections go first (their commands answer into the relay and the
 	 * consumer), then the relay and the consumer. */
@@ -343,5 +343,4 @@ void intents_stop(struct server *srv)
 	q_relay_free(it->relay);
 	q_consumer_free(it->cons);
 	gwb_free(it);
-	srv->intents = NULL;
 }

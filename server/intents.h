@@ -8,19 +8,30 @@
 
 #include <stddef.h>
 
+#include "config/config.h"
 #include "queue/codec.h"
 #include "server/server.h"
+#include "server/store.h"
 
 struct intents;
 
-/* Starts the queue side when cfg->redis is set (otherwise does nothing and returns 0):
+/* What the queue side needs; copied by intents_start, pointers borrowed for its life. */
+struct intents_ctx {
+	struct event_base *base;
+	const struct gwb_config *cfg;
+	struct store *store;
+	struct server_hooks hooks;
+};
+
+/* Starts the queue side when cfg->redis is set (otherwise *out is NULL and it returns 0):
  * connects (with back-off, in the background), registers the housekeeping callback and the
- * /readyz entry "redis", and sets srv->intents. 0, or a negative error with err filled. */
-int intents_start(struct server *srv, char *err, size_t errlen);
-/* Stops everything and clears srv->intents; entries being handled stay pending in Redis and
- * are handled again after a restart. A plugged-in handler must be stopped first. Accepts a
- * server where intents never started. */
-void intents_stop(struct server *srv);
+ * /readyz entry "redis", and watches the store's outbox. 0 and *out, or a negative error
+ * with err filled. */
+int intents_start(struct intents **out, const struct intents_ctx *ctx, char *err,
+		  size_t errlen);
+/* Stops everything; entries being handled stay pending in Redis and are handled again after
+ * a restart. A plugged-in handler must be stopped first. Accepts NULL. */
+void intents_stop(struct intents *it);
 
 /* Answer of an intent handler: rc 0 once the intent's outcome is durably recorded (the entry
  * is then acknowledged); GWB_ENOTFOUND when it can never be handled (dead-lettered); any other

@@ -4,13 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/kobj.h"
 #include "lib/quantity.h"
-
-char *jobspec_name(const char *task_id, char *out, size_t len)
-{
-	snprintf(out, len, "gwb-%s", task_id);
-	return out;
-}
+#include "server/task.h"
 
 static json_t *labels(const struct jobspec_in *in, int pod)
 {
@@ -59,7 +55,7 @@ static json_t *container(const struct jobspec_in *in)
 json_t *jobspec_build(const struct jobspec_in *in)
 {
 	char name[64];
-	jobspec_name(in->task_id, name, sizeof name);
+	task_job_name(in->task_id, name, sizeof name);
 	json_t *podspec = json_pack(
 		"{s:s, s:s, s:i, s:[o], s:[{s:s, s:{s:[{s:s, s:{s:s}}]}}]}", "schedulerName",
 		"koord-scheduler", "restartPolicy", "Never", "terminationGracePeriodSeconds", 10,
@@ -85,21 +81,14 @@ json_t *jobspec_build(const struct jobspec_in *in)
 	return job;
 }
 
-static const char *label(const json_t *obj, const char *key)
-{
-	json_t *v = json_object_get(json_object_get(json_object_get(obj, "metadata"), "labels"),
-				    key);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 int jobspec_is_ours(const json_t *job, const char *task_id)
 {
-	const char *m = label(job, GWB_LABEL_MANAGED), *t = label(job, GWB_LABEL_TASK);
+	const char *m = kobj_label(job, GWB_LABEL_MANAGED), *t = kobj_label(job, GWB_LABEL_TASK);
 	return m && strcmp(m, "true") == 0 && t && strcmp(t, task_id) == 0;
 }
 
 const char *jobspec_task_of(const json_t *obj)
 {
-	const char *m = label(obj, GWB_LABEL_MANAGED);
-	return m && strcmp(m, "true") == 0 ? label(obj, GWB_LABEL_TASK) : NULL;
+	const char *m = kobj_label(obj, GWB_LABEL_MANAGED);
+	return m && strcmp(m, "true") == 0 ? kobj_label(obj, GWB_LABEL_TASK) : NULL;
 }

@@ -24,8 +24,6 @@ struct jobspec_in {
 	int64_t ttl_seconds;      /* ttlSecondsAfterFinished; 0 keeps finished Jobs */
 };
 
-/* The Job's name for a task: "gwb-<task id>". Returns out. */
-char *jobspec_name(const char *task_id, char *out, size_t len);
 /* Builds the Job object. Returns a new reference. */
 json_t *jobspec_build(const struct jobspec_in *in);
 /* 1 when job carries our labels for task_id (gwb.io/managed=true, gwb.io/task=<id>). */

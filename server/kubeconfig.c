@@ -11,6 +11,7 @@
 
 #include "lib/alloc.h"
 #include "lib/err.h"
+#include "lib/kobj.h"
 #include "lib/yamlx.h"
 
 /* Reads a small text file (a token, a namespace) into a gwb_malloc'd string, or NULL. */
@@ -64,22 +65,16 @@ static json_t *find_named(json_t *list, const char *name, const char *inner)
 	size_t i;
 	json_t *it;
 	json_array_foreach(list, i, it) {
-		json_t *n = json_object_get(it, "name");
-		if (json_is_string(n) && strcmp(json_string_value(n), name) == 0)
-			return json_object_get(it, inner);
+		const char *n = kobj_str(it, "name");
+		if (n && strcmp(n, name) == 0)
+			return kobj_get(it, inner);
 	}
 	return NULL;
 }
 
-static const char *sget(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 static int load_cluster(json_t *cluster, struct kube_auth *a, char *err, size_t errlen)
 {
-	const char *server = sget(cluster, "server");
+	const char *server = kobj_str(cluster, "server");
 	if (!server || (strncmp(server, "http://", 7) && strncmp(server, "https://", 8))) {
 		snprintf(err, errlen, "cluster has no http(s) server URL");
 		return GWB_EINVAL;
@@ -89,15 +84,15 @@ static int load_cluster(json_t *cluster, struct kube_auth *a, char *err, size_t 
 	while (n > 0 && a->server[n - 1] == '/')
 		a->server[--n] = '\0';
 	const char *v;
-	if ((v = sget(cluster, "certificate-authority-data")) && !(a->ca_pem = b64_decode(v))) {
+	if ((v = kobj_str(cluster, "certificate-authority-data")) && !(a->ca_pem = b64_decode(v))) {
 		snprintf(err, errlen, "certificate-authority-data is not base64");
 		return GWB_EINVAL;
 	}
-	if ((v = sget(cluster, "certificate-authority")))
+	if ((v = kobj_str(cluster, "certificate-authority")))
 		snprintf(a->ca_file, sizeof a->ca_file, "%s", v);
-	if ((v = sget(cluster, "tls-server-name")))
+	if ((v = kobj_str(cluster, "tls-server-name")))
 		snprintf(a->tls_server_name, sizeof a->tls_server_name, "%s", v);
-	v = sget(cluster, "insecure-skip-tls-verify");
+	v = kobj_str(cluster, "insecure-skip-tls-verify");
 	a->insecure = v && strcmp(v, "true") == 0;
 	return 0;
 }
@@ -112,26 +107,26 @@ static int load_user(json_t *user, struct kube_auth *a, char *err, size_t errlen
 		return GWB_EINVAL;
 	}
 	const char *v;
-	if ((v = sget(user, "token")))
+	if ((v = kobj_str(user, "token")))
 		a->token = gwb_strdup(v);
-	if ((v = sget(user, "tokenFile"))) {
+	if ((v = kobj_str(user, "tokenFile"))) {
 		snprintf(a->token_file, sizeof a->token_file, "%s", v);
 		if (kube_auth_reload_token(a)) {
 			snprintf(err, errlen, "tokenFile %s cannot be read", v);
 			return GWB_EIO;
 		}
 	}
-	if ((v = sget(user, "client-certificate-data")) && !(a->cert_pem = b64_decode(v))) {
+	if ((v = kobj_str(user, "client-certificate-data")) && !(a->cert_pem = b64_decode(v))) {
 		snprintf(err, errlen, "client-certificate-data is not base64");
 		return GWB_EINVAL;
 	}
-	if ((v = sget(user, "client-key-data")) && !(a->key_pem = b64_decode(v))) {
+	if ((v = kobj_str(user, "client-key-data")) && !(a->key_pem = b64_decode(v))) {
 		snprintf(err, errlen, "client-key-data is not base64");
 		return GWB_EINVAL;
 	}
-	if ((v = sget(user, "client-certificate")))
+	if ((v = kobj_str(user, "client-certificate")))
 		snprintf(a->cert_file, sizeof a->cert_file, "%s", v);
-	if ((v = sget(user, "client-key")))
+	if ((v = kobj_str(user, "client-key")))
 		snprintf(a->key_file, sizeof a->key_file, "%s", v);
 	return 0;
 }
@@ -147,9 +142,9 @@ static int load_one(const char *path, struct kube_auth *a, char *err, size_t err
 	json_t *cfg = json_incref(json_array_get(docs, 0));
 	json_decref(docs);
 	int rc = GWB_EINVAL;
-	const char *cur = sget(cfg, "current-context");
+	const char *cur = kobj_str(cfg, "current-context");
 	json_t *ctx = cur ? find_named(json_object_get(cfg, "contexts"), cur, "context") : NULL;
-	const char *cname = sget(ctx, "cluster"), *uname = sget(ctx, "user");
+	const char *cname = kobj_str(ctx, "cluster"), *uname = kobj_str(ctx, "user");
 	json_t *cluster = cname ? find_named(json_object_get(cfg, "clusters"), cname, "cluster")
 				: NULL;
 	json_t *user = uname ? find_named(json_object_get(cfg, "users"), uname, "user") : NULL;
@@ -161,7 +156,7 @@ static int load_one(const char *path, struct kube_auth *a, char *err, size_t err
 		snprintf(why, sizeof why, "cluster '%s' not found", cname ? cname : "");
 	else if ((rc = load_cluster(cluster, a, why, sizeof why)) == 0 &&
 		 (rc = load_user(user, a, why, sizeof why)) == 0) {
-		const char *ns = sget(ctx, "namespace");
+		const char *ns = kobj_str(ctx, "namespace");
 		if (ns)
 			snprintf(a->namespace_, sizeof a->namespace_, "%s", ns);
 		snprintf(a->source, sizeof a->source, "kubeconfig %s (context %s)", path, cur);

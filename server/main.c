@@ -13,16 +13,45 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/reconciler.h"
+#include "server/http.h"
 #include "server/intents.h"
+#include "server/reconciler.h"
 #include "server/server.h"
 #include "server/store.h"
 
 /* Idempotency keys are purged at most this often: the purge is one indexed DELETE. */
 #define IDEM_PURGE_EVERY_MS 60000
+#define SERVER_MAX_DEPS 8
+#define SERVER_MAX_CRON 16
 
-int server_health_add(struct server *srv, const char *name, server_health_fn fn, void *arg)
+/* The process: one event base and the modules hanging off it. Private to this file; each
+ * module gets its own narrow context. */
+struct server {
+	struct event_base *base;
+	const struct gwb_config *cfg;
+	struct store *store;
+	struct intents *intents;  /* the Redis side; NULL without Redis */
+	struct reconciler *recon; /* NULL when no Kubernetes API is configured */
+	struct api_ctx api;
+	struct event *cron_timer;
+	struct event *sig_term, *sig_int;
+	int64_t idem_purged_ms;   /* last idempotency-key purge */
+	struct {
+		const char *name;
+		server_health_fn fn;
+		void *arg;
+	} deps[SERVER_MAX_DEPS];
+	int ndeps;
+	struct {
+		server_cron_fn fn;
+		void *arg;
+	} cron[SERVER_MAX_CRON];
+	int ncron;
+};
+
+static int health_add(void *host, const char *name, server_health_fn fn, void *arg)
 {
+	struct server *srv = host;
 	if (srv->ndeps == SERVER_MAX_DEPS)
 		return GWB_ETOOBIG;
 	srv->deps[srv->ndeps].name = name;
@@ -32,8 +61,9 @@ int server_health_add(struct server *srv, const char *name, server_health_fn fn,
 	return 0;
 }
 
-int server_cron_add(struct server *srv, server_cron_fn fn, void *arg)
+static int cron_add(void *host, server_cron_fn fn, void *arg)
 {
+	struct server *srv = host;
 	if (srv->ncron == SERVER_MAX_CRON)
 		return GWB_ETOOBIG;
 	srv->cron[srv->ncron].fn = fn;
@@ -58,11 +88,49 @@ static void on_cron(evutil_socket_t fd, short what, void *arg)
 		srv->cron[i].fn(srv->cron[i].arg, now);
 }
 
+/* /readyz: every registered dependency's state. */
+static void readiness(void *arg, json_t *deps, int *ready)
+{
+	struct server *srv = arg;
+	for (int i = 0; i < srv->ndeps; i++) {
+		json_t *detail = json_object();
+		int dep_ready = 1;
+		const char *state = srv->deps[i].fn(srv->deps[i].arg, detail, &dep_ready);
+		json_object_set_new(detail, "state", json_string(state));
+		json_object_set_new(deps, srv->deps[i].name, detail);
+		*ready &= dep_ready;
+	}
+}
+
+/* ---- the intent sink ---- */
+
 /* The queue hands each intent to the reconciler; the entry is acknowledged once the
  * reconciler has recorded its outcome. */
 static void on_intent(void *arg, const struct q_intent *in, intents_done_fn done, void *ctx)
 {
 	reconciler_intent(arg, in->kind, in->task, done, ctx);
+}
+
+/* Without a queue, a submission or cancel goes straight to the reconciler. */
+static void on_task_changed(void *arg, const char *task_id)
+{
+	struct server *srv = arg;
+	reconciler_kick(srv->recon, task_id);
+}
+
+/* The one place that decides how intents reach the reconciler: with Redis, the outbox relay
+ * publishes them and the consumer hands each to the reconciler (or, without a cluster, to
+ * the queue's built-in handler); without Redis, the API tells the reconciler directly. */
+static void bind_intents(struct server *srv)
+{
+	if (srv->intents) {
+		if (srv->recon)
+			intents_set_handler(srv->intents, on_intent, srv->recon);
+		srv->api.task_changed = NULL;
+	} else {
+		srv->api.task_changed = on_task_changed;
+		srv->api.task_changed_arg = srv;
+	}
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -96,15 +164,30 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: store: %s\n", err);
 		return 1;
 	}
+	struct server_hooks hooks = { health_add, cron_add, srv };
+	struct api_ctx *api = &srv->api;
+	api->base = srv->base;
+	api->cfg = cfg;
+	api->store = srv->store;
+	api->readiness = readiness;
+	api->readiness_arg = srv;
+	api->started_ms = clock_now_ms();
 	if (cfg->admin_token[0]) {
 		SHA256((const unsigned char *)cfg->admin_token, strlen(cfg->admin_token),
-		       srv->admin_hash);
-		srv->has_admin = 1;
+		       api->admin_hash);
+		api->has_admin = 1;
 	} else {
 		log_warn("server", "no_admin_token", "hint=%s",
 			 log_q("set GWB_ADMIN_TOKEN to manage teams"));
 	}
-	int rc = reconciler_new(&srv->recon, srv, err, sizeof err);
+	/* The queue side first: whether it exists decides how intents reach the reconciler. */
+	struct intents_ctx ictx = { srv->base, cfg, srv->store, hooks };
+	if (intents_start(&srv->intents, &ictx, err, sizeof err)) {
+		fprintf(stderr, "gwb-server: %s\n", err);
+		return 1;
+	}
+	struct reconciler_ctx rctx = { srv->base, cfg, srv->store, srv->intents != NULL, hooks };
+	int rc = reconciler_new(&srv->recon, &rctx, err, sizeof err);
 	if (rc < 0) {
 		fprintf(stderr, "gwb-server: kubernetes: %s\n", err);
 		return 2;
@@ -112,16 +195,12 @@ static int server_run(struct server *srv)
 	if (rc == 1)
 		log_warn("server", "no_kubernetes", "hint=%s",
 			 log_q("set GWB_KUBE_SERVER or a kubeconfig to run tasks on a cluster"));
-	if (http_start(srv, err, sizeof err)) {
+	api->recon = srv->recon;
+	if (http_start(api, err, sizeof err)) {
 		fprintf(stderr, "gwb-server: %s\n", err);
 		return 1;
 	}
-	if (intents_start(srv, err, sizeof err)) {
-		fprintf(stderr, "gwb-server: %s\n", err);
-		return 1;
-	}
-	if (srv->intents && srv->recon)
-		intents_set_handler(srv->intents, on_intent, srv->recon);
+	bind_intents(srv);
 	struct timeval tv = { cfg->housekeeping_interval_ms / 1000,
 			      (cfg->housekeeping_interval_ms % 1000) * 1000 };
 	srv->cron_timer = event_new(srv->base, -1, EV_PERSIST, on_cron, srv);
@@ -131,9 +210,9 @@ static int server_run(struct server *srv)
 	event_add(srv->sig_term, NULL);
 	event_add(srv->sig_int, NULL);
 	log_info("server", "started", "version=%s mode=%s db=%s url=%s", GWB_VERSION, cfg->mode,
-		 log_q(cfg->db), srv->url);
+		 log_q(cfg->db), api->url);
 	/* Scripts look for exactly this line to find the port. */
-	printf("gwb-server listening on %s\n", srv->url);
+	printf("gwb-server listening on %s\n", api->url);
 	fflush(stdout);
 	event_base_dispatch(srv->base);
 	return 0;
@@ -156,16 +235,15 @@ int main(int argc, char **argv)
 	struct server srv;
 	memset(&srv, 0, sizeof srv);
 	srv.cfg = &cfg;
-	srv.started_ms = clock_now_ms();
 	srv.base = event_base_new();
 	if (!srv.base) {
 		fprintf(stderr, "gwb-server: cannot create the event base\n");
 		return 1;
 	}
 	rc = server_run(&srv);
-	http_stop(&srv);
+	http_stop(&srv.api);
 	reconciler_free(srv.recon);
-	intents_stop(&srv); /* after the reconciler: it may hold intents being handled */
+	intents_stop(srv.intents); /* after the reconciler: it may hold intents being handled */
 	if (srv.cron_timer)
 		event_free(srv.cron_timer);
 	if (srv.sig_term)

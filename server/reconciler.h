@@ -7,17 +7,33 @@
 #ifndef GWB_RECONCILER_H
 #define GWB_RECONCILER_H
 
+#include <event2/event.h>
 #include <jansson.h>
 
+#include "config/config.h"
 #include "server/server.h"
+#include "server/store.h"
 
 struct reconciler;
 
-/* Creates the reconciler for srv: finds the API server (kube.server, then a kubeconfig, then
- * in-cluster), starts the Job, Pod and Device informers, and registers its housekeeping and
- * its /readyz entry. Returns 0 and *out; 1 when no API server is configured (*out NULL, the
- * server runs without a cluster); or a negative error with err filled. */
-int reconciler_new(struct reconciler **out, struct server *srv, char *err, size_t errlen);
+/* What the reconciler needs; copied by reconciler_new, pointers borrowed for its life. */
+struct reconciler_ctx {
+	struct event_base *base;
+	const struct gwb_config *cfg;
+	struct store *store;
+	/* 1: intents arrive through the queue (reconciler_intent), so a queued task waits for
+	 * its intent up to reconcile.queued_grace_ms; 0: they arrive as reconciler_kick. */
+	int has_queue;
+	struct server_hooks hooks;
+};
+
+/* Creates the reconciler: finds the API server (kube.server, then a kubeconfig, then
+ * in-cluster), starts the Job, Pod, Device and Event informers, and registers its
+ * housekeeping and its /readyz entry "kube". Returns 0 and *out; 1 when no API server is
+ * configured (*out NULL, the server runs without a cluster); or a negative error with err
+ * filled. */
+int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, char *err,
+		   size_t errlen);
 /* Stops everything; no callback fires afterwards. Accepts NULL. */
 void reconciler_free(struct reconciler *r);
 

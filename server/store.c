@@ -12,16 +12,6 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 
-#define STATE_NAME(id, str) str,
-const char *const store_task_states[] = { TASK_STATES(STATE_NAME) NULL };
-#undef STATE_NAME
-
-int store_state_is_final(const char *state)
-{
-	return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-	       strcmp(state, "cancelled") == 0;
-}
-
 /* Numbered migrations: migrations[i] takes the schema from version i to i + 1. Never edit one
  * that has shipped; append a new one. */
 static const char *const migrations[] = {
@@ -315,4 +305,35 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 	int rc = store_step_done(s, st);
 	gwb_free(d);
 	return rc;
+}
+
+int store_state_get(struct store *s, const char *id, enum task_state *out)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT state FROM tasks WHERE id = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = task_state_parse(store_col_text(st, 0));
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW)
+		return *out == TASK_NONE ? GWB_EDB : 0;
+	return rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+}
+
+int store_state_check(const char *id, enum task_state from, enum task_state to)
+{
+	if (task_transition_ok(from, to))
+		return 0;
+	log_error("store", "illegal_transition", "task=%s from=%s to=%s", log_q(id),
+		  task_state_name(from), task_state_name(to));
+	return GWB_ESTATE;
+}
+
+void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned without)
+{
+	char buf[256]; /* nine short names fit many times over */
+	task_states_json(with, without, buf, sizeof buf);
+	sqlite3_bind_text(st, idx, buf, -1, SQLITE_TRANSIENT); /* buf dies with this frame */
 }

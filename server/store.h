@@ -9,18 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/task.h"
+
 struct store;
-
-/* Task states as stored and as the API names them. */
-#define TASK_STATES(X)                                                                         \
-	X(QUEUED, "queued") X(CREATING, "creating") X(PENDING, "pending") X(RUNNING, "running") \
-	X(SUCCEEDED, "succeeded") X(FAILED, "failed") X(CANCELLING, "cancelling")               \
-	X(CANCELLED, "cancelled") X(UNKNOWN, "unknown")
-
-/* NULL-terminated list of the state names, for validation. */
-extern const char *const store_task_states[];
-/* 1 when state is final (succeeded, failed, cancelled). */
-int store_state_is_final(const char *state);
 
 /* Opens (creating if needed) the database at path, enables WAL and foreign keys, sets the busy
  * time-out, and runs pending migrations. Returns 0 and *out (caller frees with store_close), or
@@ -69,19 +60,33 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res);
 
-/* Returns the task as the API shows it (a new reference), or NULL when there is no such task. */
-json_t *store_task_json(struct store *s, const char *id);
+/* Loads task id into *out (the row as stored: the API shapes its JSON). 0, GWB_ENOTFOUND or
+ * GWB_EDB (also for a stored state that is not in the lifecycle table). */
+int store_task_load(struct store *s, const char *id, struct task *out);
 /* The team of task id into team (size len). 0, GWB_ENOTFOUND or GWB_EDB. */
 int store_task_team(struct store *s, const char *id, char *team, size_t len);
 
-/* Lists tasks newest first. team and state may be NULL (no filter). cursor 0 starts at the
- * newest; otherwise only tasks older than the cursor. *next is the cursor of the next page, 0
- * when there is none. *out is a new JSON array. 0 or GWB_EDB. */
+/* Receives one listed task, borrowed for the call. */
+typedef void (*store_task_fn)(void *arg, const struct task *t);
+/* Lists tasks newest first, calling fn for each of at most limit tasks. team and state may be
+ * NULL (no filter). cursor 0 starts at the newest; otherwise only tasks older than the cursor.
+ * *next is the cursor of the next page, 0 when there is none. 0 or GWB_EDB (fn may have
+ * fired for some tasks before the error). */
 int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
-		    int limit, json_t **out, int64_t *next);
+		    int limit, store_task_fn fn, void *arg, int64_t *next);
 
-/* The task's events, oldest first, as a new JSON array. 0, GWB_ENOTFOUND or GWB_EDB. */
-int store_task_events(struct store *s, const char *id, json_t **out);
+/* One event of a task's history, borrowed for the call. */
+struct task_event {
+	int64_t seq, ts_ms;
+	const char *type;
+	const char *from, *to; /* state names, or NULL */
+	const char *detail;    /* JSON text, or NULL */
+};
+/* Receives one event. */
+typedef void (*store_event_fn)(void *arg, const struct task_event *ev);
+/* Calls fn for each of the task's events, oldest first. 0, GWB_ENOTFOUND (no such task: fn
+ * never fired) or GWB_EDB (fn may have fired for some). */
+int store_task_events(struct store *s, const char *id, store_event_fn fn, void *arg);
 
 /* Creates or changes a team's quota. token_hash (32 bytes) sets its token when not NULL.
  * *created is 1 when the team is new. 0, GWB_EEXISTS (the token is another team's), GWB_EBUSY
@@ -95,8 +100,8 @@ json_t *store_teams_json(struct store *s);
 /* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
 
-/* Number of tasks in each state, in the order of store_task_states (counts has room for
- * every state). 0 or GWB_EDB. */
+/* Number of tasks in each state, indexed by enum task_state (counts has room for
+ * TASK_NSTATES). 0 or GWB_EDB. */
 int store_task_state_counts(struct store *s, int64_t *counts);
 
 /* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
@@ -123,7 +128,7 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n);
  * callee must defer its work to after the commit). */
 typedef void (*store_outbox_fn)(void *arg);
 /* Sets (fn not NULL) or clears the outbox insert watcher. It is the store connection's only
- * SQLite update hook; one watcher per process. */
+ * SQLite update hook; one watcher per store. */
 void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg);
 
 /* One received intent, as its outcome is recorded. Strings borrowed for the call. */
@@ -149,10 +154,11 @@ int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const 
 			     int64_t now_ms);
 
 /* Requests the cancel of task id, durably: state "cancelling", cancel_requested_at, an outbox
- * row of kind "cancel" and a task event, in one transaction. A task already cancelling or
- * final is left as it is. state receives the task's state afterwards; *changed is 1 when this
- * call wrote the request. 0, GWB_ENOTFOUND, GWB_EBUSY or GWB_EDB. */
-int store_task_cancel(struct store *s, const char *id, int64_t now_ms, char *state, size_t len,
+ * row of kind "cancel" and a task event, in one transaction. A task that is not cancellable
+ * (already cancelling, or final) is left as it is. *state receives the task's state
+ * afterwards; *changed is 1 when this call wrote the request. 0, GWB_ENOTFOUND, GWB_EBUSY or
+ * GWB_EDB. */
+int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,
 		      int *changed);
 
 #endif

@@ -17,8 +17,33 @@ struct store {
 		sqlite3_stmt *stmt;
 	} cache[STORE_STMT_CACHE];
 	int ncache;
+	/* The outbox insert watcher (store_outbox_watch): the connection's only update hook. */
+	store_outbox_fn outbox_fn;
+	void *outbox_arg;
 };
 
+#define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
+/* The task SELECT: the columns of TASK_COLUMNS in order (the trailing NULL closes the list),
+ * read by store_task_read; the caller appends WHERE. */
+#define TASK_SELECT                                                          \
+	"SELECT " TASK_COLUMNS(STORE_TASK_SEL) "NULL FROM tasks t JOIN reservations r " \
+					       "ON r.task_id = t.id "
+
+/* Binds field f of struct task *t as parameter i, by its column's kind (TASK_COLUMNS); an
+ * empty text binds NULL (the store keeps NULL, never ""). */
+#define STORE_BIND_TEXT(st, i, t, f) store_bind_text(st, i, (t)->f[0] ? (t)->f : NULL);
+#define STORE_BIND_INT(st, i, t, f) sqlite3_bind_int64(st, i, (t)->f);
+#define STORE_BIND_BOOL(st, i, t, f) sqlite3_bind_int(st, i, (t)->f);
+#define STORE_BIND_OPT(st, i, t, f)                  \
+	if ((t)->has_##f)                            \
+		sqlite3_bind_int64(st, i, (t)->f);   \
+	else                                         \
+		sqlite3_bind_null(st, i);
+#define STORE_BIND_STATE(st, i, t, f) store_bind_text(st, i, task_state_name((t)->f));
+
+/* Reads the current row of a TASK_SELECT statement into *t. 0, or GWB_EDB when its state is
+ * not in the lifecycle table (the rest is read anyway). */
+int store_task_read(sqlite3_stmt *st, struct task *t);
 /* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
  * a preparation error. The statement stays owned by the store. */
 sqlite3_stmt *store_stmt(struct store *s, const char *sql);
@@ -34,6 +59,16 @@ int store_step_done(struct store *s, sqlite3_stmt *st);
  * (borrowed). 0 or GWB_EDB. */
 int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
 		    const char *from_state, const char *to_state, const json_t *detail);
+/* Reads task id's state inside the caller's transaction. 0, GWB_ENOTFOUND or GWB_EDB (also
+ * for a stored name that is not a state). */
+int store_state_get(struct store *s, const char *id, enum task_state *out);
+/* The store's guard on the lifecycle: 0 when task id may move from one state to the other;
+ * otherwise logs the refusal and returns GWB_ESTATE (the caller rolls back). */
+int store_state_check(const char *id, enum task_state from, enum task_state to);
+/* Binds, as parameter idx, the JSON array of the states that have every flag in with and
+ * none in without (task_states_json), for "state IN (SELECT value FROM json_each(?))": the
+ * SQL lists of states come from the lifecycle table, never written by hand. */
+void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned without);
 /* Binds text or NULL. */
 void store_bind_text(sqlite3_stmt *st, int idx, const char *v);
 /* Column text or NULL. */

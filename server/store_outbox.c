@@ -94,28 +94,20 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n)
 
 /* ---- the insert watcher ---- */
 
-struct watch {
-	store_outbox_fn fn;
-	void *arg;
-};
-/* One store per process; a static slot keeps the hook's argument alive without owning the
- * store struct (which belongs to store.c). */
-static struct watch outbox_watch;
-
 static void on_update(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 row)
 {
 	(void)dbname;
 	(void)row;
-	struct watch *w = arg;
-	if (op == SQLITE_INSERT && w->fn && strcmp(table, "outbox") == 0)
-		w->fn(w->arg);
+	struct store *s = arg;
+	if (op == SQLITE_INSERT && s->outbox_fn && strcmp(table, "outbox") == 0)
+		s->outbox_fn(s->outbox_arg);
 }
 
 void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg)
 {
-	outbox_watch.fn = fn;
-	outbox_watch.arg = arg;
-	sqlite3_update_hook(s->db, fn ? on_update : NULL, fn ? &outbox_watch : NULL);
+	s->outbox_fn = fn;
+	s->outbox_arg = arg;
+	sqlite3_update_hook(s->db, fn ? on_update : NULL, fn ? s : NULL);
 }
 
 /* ---- intent outcomes ---- */
@@ -161,31 +153,20 @@ int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const 
 	return rc < 0 ? rc : 0;
 }
 
-/* Reads the task's state. 0, GWB_ENOTFOUND or GWB_EDB. */
-static int task_state(struct store *s, const char *id, char *state, size_t len)
-{
-	sqlite3_stmt *st = store_stmt(s, "SELECT state FROM tasks WHERE id = ?");
-	if (!st)
-		return GWB_EDB;
-	store_bind_text(st, 1, id);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		copy_col(st, 0, state, len);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
-}
-
-static int set_state(struct store *s, const char *id, const char *from, const char *to,
+static int set_state(struct store *s, const char *id, enum task_state from, enum task_state to,
 		     int64_t now_ms)
 {
+	int rc = store_state_check(id, from, to);
+	if (rc)
+		return rc;
 	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE id = ? "
 					 "AND state = ?");
 	if (!st)
 		return GWB_EDB;
-	store_bind_text(st, 1, to);
+	store_bind_text(st, 1, task_state_name(to));
 	sqlite3_bind_int64(st, 2, now_ms);
 	store_bind_text(st, 3, id);
-	store_bind_text(st, 4, from);
+	store_bind_text(st, 4, task_state_name(from));
 	return store_step_done(s, st);
 }
 
@@ -193,8 +174,8 @@ static int set_state(struct store *s, const char *id, const char *from, const ch
  * GWB_ENOTFOUND, or a database error. */
 static int receive_one(struct store *s, const struct intent_rx *rx, int64_t now_ms)
 {
-	char state[16];
-	int rc = task_state(s, rx->task, state, sizeof state);
+	enum task_state state;
+	int rc = store_state_get(s, rx->task, &state);
 	if (rc)
 		return rc;
 	rc = outcome_insert(s, rx, "received", now_ms);
@@ -202,15 +183,15 @@ static int receive_one(struct store *s, const struct intent_rx *rx, int64_t now_
 		return rc < 0 ? rc : 1;
 	/* A create intent moves a queued task on; anything else (a cancel, a task cancelled
 	 * before its create intent arrived) only leaves its trace. */
-	const char *to = NULL;
-	if (strcmp(rx->kind, "create") == 0 && strcmp(state, "queued") == 0)
-		to = "creating";
-	if (to && (rc = set_state(s, rx->task, state, to, now_ms)))
+	int move = strcmp(rx->kind, "create") == 0 && state == TASK_QUEUED;
+	if (move && (rc = set_state(s, rx->task, state, TASK_CREATING, now_ms)))
 		return rc;
 	json_t *detail = json_pack("{s:I, s:s, s:s?, s:s?, s:I}", "intent", (json_int_t)rx->intent_id,
 				   "kind", rx->kind, "stream_id", rx->stream_id, "consumer",
 				   rx->consumer, "deliveries", (json_int_t)rx->deliveries);
-	rc = store_event_add(s, rx->task, now_ms, "intent_received", to ? state : NULL, to, detail);
+	rc = store_event_add(s, rx->task, now_ms, "intent_received",
+			     move ? task_state_name(state) : NULL,
+			     move ? task_state_name(TASK_CREATING) : NULL, detail);
 	json_decref(detail);
 	return rc;
 }
@@ -234,16 +215,20 @@ int store_intents_receive(struct store *s, const struct intent_rx *rx, int n, in
 
 /* ---- cancel ---- */
 
-static int cancel_writes(struct store *s, const char *id, const char *from, int64_t now_ms)
+static int cancel_writes(struct store *s, const char *id, enum task_state from, int64_t now_ms)
 {
-	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = 'cancelling', "
+	int rc = store_state_check(id, from, TASK_CANCELLING);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, "
 					 "cancel_requested_at = ?, updated_at = ? WHERE id = ?");
 	if (!st)
 		return GWB_EDB;
-	sqlite3_bind_int64(st, 1, now_ms);
+	store_bind_text(st, 1, task_state_name(TASK_CANCELLING));
 	sqlite3_bind_int64(st, 2, now_ms);
-	store_bind_text(st, 3, id);
-	int rc = store_step_done(s, st);
+	sqlite3_bind_int64(st, 3, now_ms);
+	store_bind_text(st, 4, id);
+	rc = store_step_done(s, st);
 	if (rc)
 		return rc;
 	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
@@ -255,21 +240,22 @@ static int cancel_writes(struct store *s, const char *id, const char *from, int6
 	sqlite3_bind_int64(st, 2, now_ms);
 	if ((rc = store_step_done(s, st)))
 		return rc;
-	return store_event_add(s, id, now_ms, "cancel_requested", from, "cancelling", NULL);
+	return store_event_add(s, id, now_ms, "cancel_requested", task_state_name(from),
+			       task_state_name(TASK_CANCELLING), NULL);
 }
 
-int store_task_cancel(struct store *s, const char *id, int64_t now_ms, char *state, size_t len,
+int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,
 		      int *changed)
 {
 	*changed = 0;
 	int rc = store_begin(s);
 	if (rc)
 		return rc;
-	char cur[16];
-	if ((rc = task_state(s, id, cur, sizeof cur)))
+	enum task_state cur;
+	if ((rc = store_state_get(s, id, &cur)))
 		goto out;
-	snprintf(state, len, "%s", cur);
-	if (store_state_is_final(cur) || strcmp(cur, "cancelling") == 0) {
+	*state = cur;
+	if (!task_state_is(cur, TASK_CANCELLABLE)) {
 		rc = 0;
 		goto out; /* nothing to write: the read-only transaction is rolled back */
 	}
@@ -277,7 +263,7 @@ int store_task_cancel(struct store *s, const char *id, int64_t now_ms, char *sta
 		goto out;
 	if ((rc = store_commit(s)))
 		return rc;
-	snprintf(state, len, "cancelling");
+	*state = TASK_CANCELLING;
 	*changed = 1;
 	return 0;
 out:

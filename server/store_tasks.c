@@ -1,12 +1,10 @@
-/* The store's task side: the submission transaction, task reads, listings and event history. */
+/* The store's task side: the submission transaction, task reads (rows, through the column list
+ * of server/task.h), listings and event history. The API shapes the JSON. */
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "lib/clock.h"
-#include "lib/devalloc.h"
 #include "lib/err.h"
-#include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/store_internal.h"
 
@@ -64,42 +62,74 @@ static int team_totals(struct store *s, const char *team, struct submit_result *
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
 
+#define INS_COL_REQ(col) ", " col
+#define INS_COL_OBS(col)
+#define INS_COL_RO(col)
+#define INS_COL(kind, f, tbl, col, size, role) INS_COL_##role(col)
+#define INS_VAL_REQ ", ?"
+#define INS_VAL_OBS
+#define INS_VAL_RO
+#define INS_VAL(kind, f, tbl, col, size, role) INS_VAL_##role
+#define INS_BIND_REQ(kind, st, i, t, f) STORE_BIND_##kind(st, i, t, f) i++;
+#define INS_BIND_OBS(kind, st, i, t, f)
+#define INS_BIND_RO(kind, st, i, t, f)
+#define INS_BIND(kind, f, tbl, col, size, role) INS_BIND_##role(kind, st, idx, t, f)
+
+/* The new task as a row: the request's columns (role REQ in TASK_COLUMNS), queued. Returns 0,
+ * or GWB_EINVAL when a text does not fit its column (the API's limits keep it from happening). */
+static int new_task(struct task *t, const struct task_req *req, const char *key, int64_t now_ms)
+{
+	memset(t, 0, sizeof *t);
+	t->state = TASK_QUEUED;
+	t->gpu_memory_mib = req->gpu_memory_mib;
+	t->gpu_core_percent = req->gpu_core_percent;
+	t->gpu_count = req->gpu_count;
+	t->duration_seconds = req->duration_seconds;
+	t->created_at = now_ms;
+	t->updated_at = now_ms;
+	size_t cut = 0;
+	cut |= (size_t)snprintf(t->team, sizeof t->team, "%s", req->team) >= sizeof t->team;
+	cut |= (size_t)snprintf(t->name, sizeof t->name, "%s", req->name) >= sizeof t->name;
+	cut |= (size_t)snprintf(t->qos, sizeof t->qos, "%s", req->qos) >= sizeof t->qos;
+	cut |= (size_t)snprintf(t->experiment, sizeof t->experiment, "%s", req->experiment) >=
+	       sizeof t->experiment;
+	cut |= (size_t)snprintf(t->idempotency_key, sizeof t->idempotency_key, "%s",
+				key ? key : "") >= sizeof t->idempotency_key;
+	return cut ? GWB_EINVAL : 0;
+}
+
 /* Inserts the task row with a fresh id (retrying on the unlikely id collision). */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
 		       int64_t now_ms, char id[16])
 {
-	for (int attempt = 0; attempt < 4; attempt++) {
+	struct task *t = gwb_malloc(sizeof *t);
+	int rc = new_task(t, req, key, now_ms);
+	for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
 		store_new_task_id(id);
-		char job[32];
-		snprintf(job, sizeof job, "gwb-%s", id);
-		sqlite3_stmt *st = store_stmt(
-			s, "INSERT INTO tasks (id, team, name, state, gpu_memory_mib, "
-			   "gpu_core_percent, gpu_count, duration_seconds, qos, experiment, "
-			   "idempotency_key, job_name, created_at, updated_at) VALUES "
-			   "(?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-		if (!st)
-			return GWB_EDB;
-		store_bind_text(st, 1, id);
-		store_bind_text(st, 2, req->team);
-		store_bind_text(st, 3, req->name);
-		sqlite3_bind_int64(st, 4, req->gpu_memory_mib);
-		sqlite3_bind_int64(st, 5, req->gpu_core_percent);
-		sqlite3_bind_int64(st, 6, req->gpu_count);
-		sqlite3_bind_int64(st, 7, req->duration_seconds);
-		store_bind_text(st, 8, req->qos);
-		store_bind_text(st, 9, req->experiment);
-		store_bind_text(st, 10, key);
-		store_bind_text(st, 11, job);
-		sqlite3_bind_int64(st, 12, now_ms);
-		sqlite3_bind_int64(st, 13, now_ms);
-		int rc = sqlite3_step(st);
+		snprintf(t->id, sizeof t->id, "%s", id);
+		task_job_name(id, t->job_name, sizeof t->job_name);
+		sqlite3_stmt *st = store_stmt(s, "INSERT INTO tasks (state, updated_at" TASK_COLUMNS(
+						 INS_COL) ") VALUES (?, ?" TASK_COLUMNS(INS_VAL) ")");
+		if (!st) {
+			rc = GWB_EDB;
+			break;
+		}
+		store_bind_text(st, 1, task_state_name(t->state));
+		sqlite3_bind_int64(st, 2, t->updated_at);
+		int idx = 3;
+		TASK_COLUMNS(INS_BIND)
+		int step = sqlite3_step(st);
 		sqlite3_reset(st);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_CONSTRAINT)
-			return GWB_EDB;
+		if (step == SQLITE_DONE)
+			goto out;
+		if (step != SQLITE_CONSTRAINT)
+			rc = GWB_EDB;
 	}
-	return GWB_EDB;
+	if (rc == 0)
+		rc = GWB_EDB; /* four colliding ids in a row: the generator is broken */
+out:
+	gwb_free(t);
+	return rc;
 }
 
 /* The writes of an accepted submission, after the checks. */
@@ -163,7 +193,8 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	json_t *detail = json_pack("{s:I, s:I, s:s*}", "reserved_gpu_memory_mib",
 				   (json_int_t)res->req_mem, "reserved_gpu_core_percent",
 				   (json_int_t)res->req_core, "idempotency_key", key);
-	rc = store_event_add(s, id, now_ms, "submitted", NULL, "queued", detail);
+	rc = store_event_add(s, id, now_ms, "submitted", NULL, task_state_name(TASK_QUEUED),
+			    detail);
 	json_decref(detail);
 	return rc;
 }
@@ -209,117 +240,43 @@ out:
 	return rc;
 }
 
-static json_t *time_or_null(sqlite3_stmt *st, int col)
-{
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	char buf[40];
-	return json_string(clock_fmt_rfc3339_ms(sqlite3_column_int64(st, col), buf, sizeof buf));
-}
-
-static json_t *text_or_null(sqlite3_stmt *st, int col)
+static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 {
 	const char *t = store_col_text(st, col);
-	return t ? json_string(t) : json_null();
+	snprintf(dst, len, "%s", t ? t : "");
 }
 
-static json_t *int_or_null(sqlite3_stmt *st, int col)
+#define TASK_READ_TEXT(st, i, t, f) copy_col(st, i, (t)->f, sizeof (t)->f);
+#define TASK_READ_INT(st, i, t, f) (t)->f = sqlite3_column_int64(st, i);
+#define TASK_READ_BOOL(st, i, t, f) (t)->f = sqlite3_column_int(st, i) != 0;
+#define TASK_READ_OPT(st, i, t, f)                                  \
+	(t)->has_##f = sqlite3_column_type(st, i) != SQLITE_NULL; \
+	(t)->f = sqlite3_column_int64(st, i);
+#define TASK_READ_STATE(st, i, t, f) (t)->f = task_state_parse(store_col_text(st, i));
+
+int store_task_read(sqlite3_stmt *st, struct task *t)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_integer(sqlite3_column_int64(st, col));
+	memset(t, 0, sizeof *t);
+#define TASK_READ(kind, f, tbl, col, size, role) TASK_READ_##kind(st, TASK_COL_##f, t, f)
+	TASK_COLUMNS(TASK_READ)
+#undef TASK_READ
+	t->loaded_state = t->state;
+	return t->state == TASK_NONE ? GWB_EDB : 0;
 }
 
-/* Columns of TASK_SELECT, in order; task_row_json reads them by these indexes. */
-#define TASK_SELECT                                                                            \
-	"SELECT t.id, t.team, t.name, t.state, t.gpu_memory_mib, t.gpu_core_percent, "        \
-	"t.gpu_count, t.duration_seconds, t.qos, t.experiment, t.idempotency_key, t.job_name, " \
-	"t.job_uid, t.job_suspended, t.pod_name, t.pod_uid, t.pod_node, t.pod_phase, "         \
-	"t.exit_code, t.reason, t.allocation, t.pending_message, t.pending_diagnosis, "       \
-	"t.cancel_requested_at, t.created_at, t.updated_at, r.gpu_memory_mib, "               \
-	"r.gpu_core_percent, r.released, r.released_at, r.release_reason, t.seq "            \
-	"FROM tasks t JOIN reservations r ON r.task_id = t.id "
-
-static json_t *allocation_json(const char *raw)
-{
-	if (!raw)
-		return json_null();
-	struct devalloc a;
-	char err[160];
-	json_t *o = json_object();
-	json_object_set_new(o, "annotation", json_string(raw));
-	if (devalloc_parse(raw, strlen(raw), &a, err, sizeof err) == 0) {
-		json_t *parsed = devalloc_to_json(&a);
-		json_object_set(o, "cards", json_object_get(parsed, "cards"));
-		json_decref(parsed);
-	} else {
-		json_object_set_new(o, "parse_error", json_string(err));
-	}
-	return o;
-}
-
-static json_t *pending_json(sqlite3_stmt *st)
-{
-	const char *msg = store_col_text(st, 21), *diag = store_col_text(st, 22);
-	if (!msg && !diag)
-		return json_null();
-	json_t *o = json_object();
-	jx_set_str_or_null(o, "scheduler_message", msg);
-	json_t *d = diag ? json_loads(diag, 0, NULL) : NULL;
-	json_object_set_new(o, "diagnosis", d ? d : json_null());
-	return o;
-}
-
-static json_t *task_row_json(sqlite3_stmt *st)
-{
-	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "gpu_memory_mib",
-				(json_int_t)sqlite3_column_int64(st, 4), "gpu_core_percent",
-				(json_int_t)sqlite3_column_int64(st, 5), "gpu_count",
-				(json_int_t)sqlite3_column_int64(st, 6), "duration_seconds",
-				(json_int_t)sqlite3_column_int64(st, 7), "qos", text_or_null(st, 8),
-				"experiment", text_or_null(st, 9));
-	json_t *resv = json_pack("{s:I, s:I, s:b, s:o, s:o}", "gpu_memory_mib",
-				 (json_int_t)sqlite3_column_int64(st, 26), "gpu_core_percent",
-				 (json_int_t)sqlite3_column_int64(st, 27), "released",
-				 sqlite3_column_int(st, 28), "released_at", time_or_null(st, 29),
-				 "release_reason", text_or_null(st, 30));
-	json_t *job = json_pack("{s:o, s:o, s:b}", "name", text_or_null(st, 11), "uid",
-				text_or_null(st, 12), "suspended", sqlite3_column_int(st, 13));
-	/* The reason column says why the task is where it is; under "pod" it shows only once a
-	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
-	int has_pod = sqlite3_column_type(st, 14) != SQLITE_NULL;
-	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "name", text_or_null(st, 14),
-				"uid", text_or_null(st, 15), "node", text_or_null(st, 16), "phase",
-				text_or_null(st, 17), "exit_code", int_or_null(st, 18), "reason",
-				has_pod ? text_or_null(st, 19) : json_null());
-	/* No collector is configured: usage is a measurement, and nothing measures it. */
-	json_t *usage = json_pack("{s:s, s:s}", "status", "unknown", "reason",
-				  "no usage collector is configured; quota and allocation are "
-				  "budgets, not measurements");
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
-			 "s:o}",
-			 "id", text_or_null(st, 0), "team", text_or_null(st, 1), "name",
-			 text_or_null(st, 2), "state", text_or_null(st, 3), "reason",
-			 text_or_null(st, 19), "request", req,
-			 "idempotency_key", text_or_null(st, 10), "reservation", resv, "job", job,
-			 "pod", pod, "allocation", allocation_json(store_col_text(st, 20)),
-			 "pending", pending_json(st), "usage", usage, "created_at",
-			 time_or_null(st, 24), "updated_at", time_or_null(st, 25));
-}
-
-json_t *store_task_json(struct store *s, const char *id)
+int store_task_load(struct store *s, const char *id, struct task *out)
 {
 	sqlite3_stmt *st = store_stmt(s, TASK_SELECT "WHERE t.id = ?");
 	if (!st)
-		return NULL;
+		return GWB_EDB;
 	store_bind_text(st, 1, id);
-	json_t *out = NULL;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		out = task_row_json(st);
-		json_object_set_new(out, "cancel_requested_at", time_or_null(st, 23));
-	}
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		rc = store_task_read(st, out);
+	else
+		rc = rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 	sqlite3_reset(st);
-	return out;
+	return rc;
 }
 
 int store_task_team(struct store *s, const char *id, char *team, size_t len)
@@ -336,7 +293,7 @@ int store_task_team(struct store *s, const char *id, char *team, size_t len)
 }
 
 int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
-		    int limit, json_t **out, int64_t *next)
+		    int limit, store_task_fn fn, void *arg, int64_t *next)
 {
 	/* Two shapes so the (team, seq) index serves the common per-team listing. */
 	sqlite3_stmt *st =
@@ -352,7 +309,8 @@ int store_task_list(struct store *s, const char *team, const char *state, int64_
 	store_bind_text(st, 2, state);
 	sqlite3_bind_int64(st, 3, cursor);
 	sqlite3_bind_int(st, 4, limit + 1); /* one more tells whether a next page exists */
-	json_t *arr = json_array();
+	/* One row at a time: a task is some 12 KB, a page of them is not kept. */
+	struct task *t = gwb_malloc(sizeof *t);
 	int n = 0, rc;
 	int64_t last = 0;
 	*next = 0;
@@ -361,20 +319,17 @@ int store_task_list(struct store *s, const char *team, const char *state, int64_
 			*next = last;
 			break;
 		}
-		json_array_append_new(arr, task_row_json(st));
-		last = sqlite3_column_int64(st, 31);
+		store_task_read(st, t);
+		fn(arg, t);
+		last = t->seq;
 		n++;
 	}
 	sqlite3_reset(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		json_decref(arr);
-		return GWB_EDB;
-	}
-	*out = arr;
-	return 0;
+	gwb_free(t);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
-int store_task_events(struct store *s, const char *id, json_t **out)
+int store_task_events(struct store *s, const char *id, store_event_fn fn, void *arg)
 {
 	char team[64];
 	int rc = store_task_team(s, id, team, sizeof team);
@@ -385,24 +340,14 @@ int store_task_events(struct store *s, const char *id, json_t **out)
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, id);
-	json_t *arr = json_array();
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *d = store_col_text(st, 5);
-		json_t *detail = d ? json_loads(d, 0, NULL) : NULL;
-		json_array_append_new(
-			arr, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "seq",
-				       (json_int_t)sqlite3_column_int64(st, 0), "ts",
-				       time_or_null(st, 1), "type", text_or_null(st, 2), "from",
-				       text_or_null(st, 3), "to", text_or_null(st, 4), "detail",
-				       detail ? detail : json_null()));
+		struct task_event ev = { sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+					 store_col_text(st, 2), store_col_text(st, 3),
+					 store_col_text(st, 4), store_col_text(st, 5) };
+		fn(arg, &ev);
 	}
 	sqlite3_reset(st);
-	if (rc != SQLITE_DONE) {
-		json_decref(arr);
-		return GWB_EDB;
-	}
-	*out = arr;
-	return 0;
+	return rc == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
 int store_idem_purge(struct store *s, int64_t now_ms, int *purged)
@@ -418,18 +363,16 @@ int store_idem_purge(struct store *s, int64_t now_ms, int *purged)
 
 int store_task_state_counts(struct store *s, int64_t *counts)
 {
-	size_t n = 0;
-	while (store_task_states[n])
-		counts[n++] = 0;
+	for (int i = 0; i < TASK_NSTATES; i++)
+		counts[i] = 0;
 	sqlite3_stmt *st = store_stmt(s, "SELECT state, COUNT(*) FROM tasks GROUP BY state");
 	if (!st)
 		return GWB_EDB;
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *state = store_col_text(st, 0);
-		for (size_t i = 0; i < n; i++)
-			if (state && strcmp(store_task_states[i], state) == 0)
-				counts[i] = sqlite3_column_int64(st, 1);
+		enum task_state state = task_state_parse(store_col_text(st, 0));
+		if (state != TASK_NONE)
+			counts[state] = sqlite3_column_int64(st, 1);
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : GWB_EDB;

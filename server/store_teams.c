@@ -71,7 +71,7 @@ out:
 #define TEAM_SELECT                                                                           \
 	"SELECT name, quota_mem_mib, quota_core_pct, reserved_mem_mib, reserved_core_pct, "   \
 	"token_hash IS NOT NULL, created_at, updated_at, (SELECT COUNT(*) FROM tasks t WHERE " \
-	"t.team = teams.name AND t.state NOT IN ('succeeded', 'failed', 'cancelled')) FROM teams "
+	"t.team = teams.name AND t.state NOT IN (SELECT value FROM json_each(?9))) FROM teams "
 
 static json_t *pair(int64_t mem, int64_t core)
 {
@@ -96,10 +96,11 @@ static json_t *team_row_json(sqlite3_stmt *st)
 
 json_t *store_team_json(struct store *s, const char *team)
 {
-	sqlite3_stmt *st = store_stmt(s, TEAM_SELECT "WHERE name = ?");
+	sqlite3_stmt *st = store_stmt(s, TEAM_SELECT "WHERE name = ?1");
 	if (!st)
 		return NULL;
 	store_bind_text(st, 1, team);
+	store_bind_states(st, 9, TASK_FINAL, 0);
 	json_t *out = sqlite3_step(st) == SQLITE_ROW ? team_row_json(st) : NULL;
 	sqlite3_reset(st);
 	return out;
@@ -111,6 +112,7 @@ json_t *store_teams_json(struct store *s)
 	json_t *arr = json_array();
 	if (!st)
 		return arr;
+	store_bind_states(st, 9, TASK_FINAL, 0);
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(arr, team_row_json(st));
 	sqlite3_reset(st);

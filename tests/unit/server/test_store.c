@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/store.h"
+#include "server/store_recon.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
@@ -53,6 +55,12 @@ static int64_t team_int(struct store *s, const char *team, const char *obj, cons
 	int64_t x = json_integer_value(v);
 	json_decref(v);
 	return x;
+}
+
+/* Collects the listed tasks' ids. */
+static void list_ids(void *arg, const struct task *t)
+{
+	json_array_append_new(arg, json_string(t->id));
 }
 
 TEST_T(store_race_30_processes_quota_for_exactly_two, 120)
@@ -109,9 +117,9 @@ TEST_T(store_race_30_processes_quota_for_exactly_two, 120)
 	t_defer(close_store, s);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 2048);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_core_percent"), 50);
-	json_t *tasks;
+	json_t *tasks = json_array();
 	int64_t next;
-	CHECK_INT(store_task_list(s, "alpha", NULL, 0, 100, &tasks, &next), 0);
+	CHECK_INT(store_task_list(s, "alpha", NULL, 0, 100, list_ids, tasks, &next), 0);
 	CHECK_INT(json_array_size(tasks), 2);
 	json_decref(tasks);
 	CHECK_INT(store_check(s), 0);
@@ -224,4 +232,60 @@ TEST(store_token_lookup_and_uniqueness)
 	/* A quota change without a token keeps the old token. */
 	CHECK_INT(store_team_put(s, "alpha", 5, 5, NULL, 2, &created), 0);
 	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+}
+
+/* The store guards the lifecycle: an observation or a release that would make an illegal
+ * move is refused with GWB_ESTATE and writes nothing; legal moves go through. */
+TEST(store_refuses_illegal_transitions)
+{
+	struct store *s = open_store(h_path("life.db"));
+	t_defer(close_store, s);
+	int created;
+	int64_t now = clock_now_ms();
+	CHECK_INT(store_team_put(s, "alpha", 10240, 400, NULL, now, &created), 0);
+	struct task_req q = req_of("alpha", 1024, 25);
+	struct submit_result r;
+	CHECK_INT(store_task_submit(s, &q, NULL, "x", now, 1000, &r), 0);
+	struct task *t = gwb_malloc(sizeof *t);
+	CHECK_INT(store_task_load(s, r.task_id, t), 0);
+	CHECK_INT(t->state, TASK_QUEUED);
+	/* queued -> cancelled skips cancelling and the release: refused, nothing written. */
+	task_set_state(t, TASK_CANCELLED);
+	TASK_SET_TEXT(t, reason, "should not be stored");
+	CHECK_INT(store_task_observe(s, t, NULL, now), GWB_ESTATE);
+	CHECK_INT(store_task_load(s, r.task_id, t), 0);
+	CHECK_INT(t->state, TASK_QUEUED);
+	CHECK_STR(t->reason, "");
+	/* queued -> creating -> pending is the lifecycle. */
+	task_set_state(t, TASK_CREATING);
+	CHECK_INT(store_task_observe(s, t, NULL, now), 0);
+	task_set_state(t, TASK_PENDING);
+	TASK_SET_TEXT(t, job_uid, "u-1");
+	CHECK_INT(store_task_observe(s, t, NULL, now), 0);
+	CHECK_INT(t->changed, 0);
+	CHECK_INT(store_task_load(s, r.task_id, t), 0);
+	CHECK_INT(t->state, TASK_PENDING);
+	CHECK_STR(t->job_uid, "u-1");
+	/* pending -> queued goes backwards: refused. */
+	task_set_state(t, TASK_QUEUED);
+	CHECK_INT(store_task_observe(s, t, NULL, now), GWB_ESTATE);
+	/* A release into cancelled from pending (no cancel asked) is refused whole: the
+	 * reservation stays held. */
+	int released = 0;
+	json_t *ev = json_pack("{s:s}", "proof", "test");
+	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_CANCELLED, ev, now, &released),
+		  GWB_ESTATE);
+	CHECK_INT(released, 0);
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 1024);
+	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_FAILED, ev, now, &released), 0);
+	json_decref(ev);
+	CHECK_INT(released, 1);
+	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 0);
+	/* A final task does not move, not even by a cancel. */
+	enum task_state st;
+	int changed;
+	CHECK_INT(store_task_cancel(s, r.task_id, now, &st, &changed), 0);
+	CHECK_INT(changed, 0);
+	CHECK_INT(st, TASK_FAILED);
+	gwb_free(t);
 }

@@ -1,0 +1,207 @@
+/* The reconciler's decisions: observation, next operation and release, from their arguments
+ * alone. */
+#include "server/recon_decide.h"
+
+#include <string.h>
+
+#include "lib/devalloc.h"
+#include "lib/kobj.h"
+
+/* The worker's exit code when its budget ledger refused the work (worker/: over the limit). */
+#define WORKER_EXIT_LIMIT_REJECTED 42
+
+void recon_view_init(struct recon_view *v, const json_t *job, int job_gone)
+{
+	v->job = job;
+	v->job_gone = job_gone;
+	v->pods = json_array();
+	v->newest = NULL;
+	v->all_terminal = 1;
+}
+
+void recon_view_add_pod(struct recon_view *v, json_t *pod)
+{
+	json_array_append(v->pods, pod);
+	v->all_terminal &= kobj_pod_terminal(pod);
+	const char *ts = kobj_created(pod);
+	const char *best = v->newest ? kobj_created(v->newest) : NULL;
+	/* RFC 3339 times of one API server compare as strings; ties keep the first seen. */
+	if (!v->newest || (ts && best && strcmp(ts, best) > 0))
+		v->newest = pod;
+}
+
+void recon_view_clear(struct recon_view *v)
+{
+	json_decref(v->pods);
+	v->pods = NULL;
+	v->newest = NULL;
+}
+
+const char *recon_action_name(enum recon_action a)
+{
+	switch (a) {
+	case RECON_GET:
+		return "get";
+	case RECON_SUSPEND:
+		return "suspend";
+	case RECON_LIST_PODS:
+		return "list_pods";
+	default:
+		return "none";
+	}
+}
+
+int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t now_ms)
+{
+	if (t->state != TASK_QUEUED || task_cancel_requested(t))
+		return 0;
+	return !has_queue || now_ms - t->created_at >= grace_ms;
+}
+
+static int pods_all_succeeded(const struct recon_view *v)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(v->pods, i, p) {
+		const char *ph = kobj_phase(p);
+		if (!ph || strcmp(ph, "Succeeded") != 0)
+			return 0;
+	}
+	return 1;
+}
+
+static void observe_pod(struct task *t, const json_t *pod)
+{
+	TASK_SET_TEXT(t, pod_name, kobj_name(pod));
+	TASK_SET_TEXT(t, pod_uid, kobj_uid(pod));
+	TASK_SET_TEXT(t, pod_node, kobj_pstr(pod, "spec", "nodeName"));
+	TASK_SET_TEXT(t, pod_phase, kobj_phase(pod));
+	TASK_SET_TEXT(t, allocation, kobj_annotation(pod, DEVALLOC_ANNOTATION));
+	json_t *cs = json_array_get(kobj_path(pod, "status", "containerStatuses"), 0);
+	json_t *term = kobj_path(cs, "state", "terminated");
+	if (json_is_object(term)) {
+		task_set_bool(t, &t->has_exit_code, 1);
+		task_set_int(t, &t->exit_code, json_integer_value(kobj_get(term, "exitCode")));
+		const char *reason = kobj_str(term, "reason");
+		if (t->exit_code == WORKER_EXIT_LIMIT_REJECTED)
+			reason = "simulated_limit_rejected";
+		TASK_SET_TEXT(t, reason, reason);
+	}
+	const json_t *sched = kobj_condition(pod, "PodScheduled");
+	const char *st = kobj_str(sched, "status"), *msg = kobj_str(sched, "message");
+	TASK_SET_TEXT(t, pending_message, st && strcmp(st, "False") == 0 ? msg : "");
+}
+
+/* The state a live Job shows: finished, running (its newest Pod runs) or pending. */
+static void observe_job(struct task *t, const struct recon_view *v)
+{
+	if (kobj_condition_true(v->job, "Complete")) {
+		task_set_state(t, TASK_SUCCEEDED);
+	} else if (kobj_condition_true(v->job, "Failed")) {
+		task_set_state(t, TASK_FAILED);
+		if (!t->reason[0]) {
+			const char *why = kobj_str(kobj_condition(v->job, "Failed"), "reason");
+			TASK_SET_TEXT(t, reason, why ? why : "Failed");
+		}
+	} else {
+		const char *phase = v->newest ? kobj_phase(v->newest) : NULL;
+		task_set_state(t, phase && strcmp(phase, "Running") == 0 ? TASK_RUNNING
+									  : TASK_PENDING);
+	}
+}
+
+int decide_observe(struct task *t, const struct recon_view *v, int fresh)
+{
+	if (v->job) {
+		TASK_SET_TEXT(t, job_uid, kobj_uid(v->job));
+		task_set_bool(t, &t->job_suspended, kobj_suspended(v->job));
+	}
+	if (v->newest)
+		observe_pod(t, v->newest);
+	else if (t->pod_uid[0] && fresh)
+		TASK_SET_TEXT(t, pod_phase, "Deleted"); /* shown, never relied on */
+	/* Only the release moves a task out of cancelling; nothing out of a final state. */
+	if (!task_state_is(t->state, TASK_FINAL) && !task_cancel_requested(t)) {
+		if (v->job) {
+			observe_job(t, v);
+		} else if (v->job_gone && v->all_terminal) {
+			/* The Job was deleted under us and no Pod of it runs any more. */
+			int ok = json_array_size(v->pods) && pods_all_succeeded(v);
+			task_set_state(t, ok ? TASK_SUCCEEDED : TASK_FAILED);
+			if (!ok)
+				TASK_SET_TEXT(t, reason, "job_deleted");
+		}
+	}
+	if (t->state == TASK_PENDING && t->pending_message[0])
+		return 1;
+	TASK_SET_TEXT(t, pending_diagnosis, "");
+	return 0;
+}
+
+const char *decide_job_settled(const struct task *t, const struct recon_view *v,
+			       enum task_state *final)
+{
+	int cancel = task_cancel_requested(t);
+	if (v->job) {
+		if (kobj_condition_true(v->job, "Complete")) {
+			*final = cancel ? TASK_CANCELLED : TASK_SUCCEEDED;
+			return "job_complete";
+		}
+		if (kobj_condition_true(v->job, "Failed")) {
+			*final = cancel ? TASK_CANCELLED : TASK_FAILED;
+			return "job_failed";
+		}
+		if (cancel && kobj_suspended(v->job) && kobj_condition_true(v->job, "Suspended")) {
+			*final = TASK_CANCELLED;
+			return "job_suspended";
+		}
+		return NULL;
+	}
+	if (v->job_gone) {
+		if (cancel)
+			*final = TASK_CANCELLED;
+		else if (task_state_is(t->state, TASK_FINAL))
+			*final = t->state;
+		else
+			*final = json_array_size(v->pods) && pods_all_succeeded(v) ? TASK_SUCCEEDED
+										 : TASK_FAILED;
+		return "job_gone";
+	}
+	return NULL;
+}
+
+enum recon_action decide_action(const struct task *t, const struct recon_view *v, int fresh)
+{
+	int cancel = task_cancel_requested(t);
+	enum task_state final;
+	/* Step one of a release: the picture suggests the task's Pods stopped. Never on a stale
+	 * picture; step two (decide_release) confirms it with an authoritative list, so a
+	 * lagging watch can never release early. */
+	if (!t->released && fresh && v->all_terminal && decide_job_settled(t, v, &final))
+		return RECON_LIST_PODS;
+	if (t->released || v->job_gone)
+		return RECON_NONE;
+	if (cancel && v->job && !kobj_suspended(v->job))
+		return RECON_SUSPEND;
+	if (v->job)
+		return RECON_NONE;
+	/* No Job in the picture: observe before creating (or, with a uid recorded, find out
+	 * whether it is gone). A cancelled task gets the suspended marker. */
+	if (t->job_uid[0] || cancel ||
+	    (!task_state_is(t->state, TASK_FINAL) && t->state != TASK_QUEUED))
+		return RECON_GET;
+	return RECON_NONE;
+}
+
+const char *decide_release(const struct task *t, const struct recon_view *v,
+			   const json_t *items, int fresh, enum task_state *final)
+{
+	if (t->released || !fresh || !json_is_array(items))
+		return NULL;
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p)
+		if (!kobj_pod_terminal(p))
+			return NULL;
+	return decide_job_settled(t, v, final);
+}

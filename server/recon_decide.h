@@ -1,0 +1,75 @@
+/* The reconciler's decisions, as pure functions of (task, picture view, freshness, time):
+ * what the cluster shows about the task (its observed fields and state), which Kubernetes
+ * operation to start next, and whether the reservation may be released. No I/O, no store, no
+ * clock: everything they know is in their arguments, so each can be tested from a JSON
+ * fixture (tests/fixtures/decide/). The rules they keep:
+ * - a stale picture is never evidence: nothing is released and no Pod is called deleted;
+ * - a Pod that is not terminal (Running, Pending, or Terminating: a deletionTimestamp with a
+ *   phase that is not Succeeded/Failed) keeps the reservation;
+ * - a Job observed gone while a Pod of it still runs keeps the reservation;
+ * - only the release moves a task out of cancelling; nothing moves a task out of a final
+ *   state. */
+#ifndef GWB_RECON_DECIDE_H
+#define GWB_RECON_DECIDE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "server/task.h"
+
+/* The picture as one task sees it. */
+struct recon_view {
+	const json_t *job;     /* the task's Job (carrying our labels), or NULL */
+	int job_gone;          /* the Job whose uid the task recorded was observed deleted */
+	json_t *pods;          /* a new array of the task's Pods (elements borrowed) */
+	const json_t *newest;  /* the newest of them by creationTimestamp, or NULL */
+	int all_terminal;      /* every Pod Succeeded or Failed (1 when there is none) */
+};
+
+/* Starts a view with its Job (borrowed, may be NULL) and no Pod. Clear with
+ * recon_view_clear. */
+void recon_view_init(struct recon_view *v, const json_t *job, int job_gone);
+/* Adds one Pod of the task (borrowed: it must outlive the view). */
+void recon_view_add_pod(struct recon_view *v, json_t *pod);
+/* Frees the view's array. */
+void recon_view_clear(struct recon_view *v);
+
+/* The next Kubernetes operation for a task. */
+enum recon_action {
+	RECON_NONE,
+	RECON_GET,       /* observe the Job by name (before creating it, or to learn it is gone) */
+	RECON_SUSPEND,   /* PATCH spec.suspend: true (a cancel) */
+	RECON_LIST_PODS, /* step one of a release: list every Pod of the task to confirm */
+};
+/* "none", "get", "suspend", "list_pods". */
+const char *recon_action_name(enum recon_action a);
+
+/* 1 when a queued task is the reconciler's to create now: there is no queue to carry its
+ * intent (has_queue 0), or the intent is overdue (grace_ms after its creation: lost with a
+ * Redis that restarted without persistence). */
+int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t now_ms);
+
+/* Brings t's observed fields and state up to the view (through the task_set_* setters, so
+ * t->changed says whether anything moved). fresh is whether the Job and Pod picture is
+ * fresh. Returns 1 when the task is pending with a scheduler message and so needs a pending
+ * diagnosis (the caller computes it and sets pending_diagnosis); otherwise the diagnosis is
+ * cleared and 0 returned. */
+int decide_observe(struct task *t, const struct recon_view *v, int fresh);
+
+/* Whether the Job side lets the task end: finished, suspended with the suspension processed
+ * (a cancel: no Pod will be made any more), or observed gone. Returns the proof's name
+ * ("job_complete", "job_failed", "job_suspended", "job_gone") and sets *final, or NULL. */
+const char *decide_job_settled(const struct task *t, const struct recon_view *v,
+			       enum task_state *final);
+
+/* The operation to start for the task now (the caller checks its back-off first). */
+enum recon_action decide_action(const struct task *t, const struct recon_view *v, int fresh);
+
+/* Step two of a release: items is the answer of the authoritative list of the task's Pods.
+ * Returns the proof and sets *final when the reservation may be released now: the Job side
+ * settled, no listed Pod is anything but Succeeded or Failed (a Terminating Pod still runs),
+ * and the picture is fresh. NULL otherwise (retry later). */
+const char *decide_release(const struct task *t, const struct recon_view *v,
+			   const json_t *items, int fresh, enum task_state *final);
+
+#endif

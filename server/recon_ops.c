@@ -1,0 +1,497 @@
+/* Per-task Kubernetes operations: GET, POST, PATCH suspend and the release's Pod list, with
+ * their answers, the per-task back-off and the waiting intents. */
+#include "server/recon_ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/kobj.h"
+#include "lib/log.h"
+#include "server/jobspec.h"
+#include "server/store_recon.h"
+
+#define BACKOFF_MIN_MS 300
+#define BACKOFF_MAX_MS 10000
+#define MAX_WAITERS 8
+
+enum op_kind { OP_NONE, OP_GET, OP_POST, OP_PATCH_SUSPEND, OP_LIST_PODS };
+
+struct waiter {
+	recon_done_fn fn;
+	void *arg;
+};
+
+/* Per-task bookkeeping that lives only in memory: the operation in flight, the back-off, and
+ * the intents waiting for an outcome. Everything else is in SQLite or the picture. */
+struct rop {
+	struct recon_ops *ops;
+	char id[32];
+	enum op_kind op;
+	long req;
+	int64_t next_try_ms;
+	int backoff_ms;
+	int nwaiters;
+	struct waiter waiters[MAX_WAITERS];
+	struct rop *next;
+};
+
+struct recon_ops {
+	struct recon_ctx c;
+	struct rop *rops;
+};
+
+/* ---- bookkeeping ---- */
+
+static struct rop *rop_get(struct recon_ops *ops, const char *id, int create)
+{
+	for (struct rop *o = ops->rops; o; o = o->next)
+		if (strcmp(o->id, id) == 0)
+			return o;
+	if (!create)
+		return NULL;
+	struct rop *o = gwb_calloc(1, sizeof *o);
+	snprintf(o->id, sizeof o->id, "%s", id);
+	o->ops = ops;
+	o->next = ops->rops;
+	ops->rops = o;
+	return o;
+}
+
+static void rop_drop(struct recon_ops *ops, const char *id)
+{
+	for (struct rop **pp = &ops->rops; *pp; pp = &(*pp)->next) {
+		struct rop *o = *pp;
+		if (strcmp(o->id, id) == 0 && o->op == OP_NONE && o->nwaiters == 0) {
+			picture_forget(ops->c.pic, id); /* nothing more is decided for this task */
+			*pp = o->next;
+			gwb_free(o);
+			return;
+		}
+	}
+}
+
+static void waiters_fire(struct rop *o, int rc)
+{
+	int n = o->nwaiters;
+	struct waiter w[MAX_WAITERS];
+	memcpy(w, o->waiters, sizeof w);
+	o->nwaiters = 0;
+	for (int i = 0; i < n; i++)
+		w[i].fn(w[i].arg, rc);
+}
+
+static void backoff(struct rop *o, int64_t now)
+{
+	o->backoff_ms = o->backoff_ms ? o->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (o->backoff_ms > BACKOFF_MAX_MS)
+		o->backoff_ms = BACKOFF_MAX_MS;
+	o->next_try_ms = now + o->backoff_ms;
+}
+
+static void note(struct recon_ops *ops, const char *id, const char *type, json_t *detail)
+{
+	if (store_task_note(ops->c.store, id, type, detail, clock_now_ms()))
+		log_error("recon", "note_failed", "task=%s type=%s", id, type);
+	json_decref(detail);
+}
+
+static void op_done_common(struct rop *o)
+{
+	o->op = OP_NONE;
+	o->req = 0;
+	o->ops->c.dirty(o->ops->c.arg, o->id);
+}
+
+/* Sends one request for o. On a send failure the task backs off. */
+static void op_send(struct rop *o, enum op_kind op, const char *method, const char *path,
+		 json_t *body, const char *ctype, kube_done_fn cb)
+{
+	o->op = op;
+	o->req = kube_request(o->ops->c.kube, method, path, body, ctype,
+			      o->ops->c.request_timeout_ms, cb, o);
+	if (o->req < 0) {
+		o->op = OP_NONE;
+		backoff(o, clock_now_ms());
+	}
+}
+
+static void job_path(const struct rop *o, int named, char *path, size_t len)
+{
+	char name[64];
+	if (named)
+		snprintf(path, len, "/apis/batch/v1/namespaces/%s/jobs/%s", o->ops->c.ns,
+			 task_job_name(o->id, name, sizeof name));
+	else
+		snprintf(path, len, "/apis/batch/v1/namespaces/%s/jobs", o->ops->c.ns);
+}
+
+/* Moves the task to state with reason, unless it is final or cancelling (only the release
+ * moves those). detail is stolen. */
+static void set_state(struct recon_ops *ops, const char *id, enum task_state state,
+		      const char *reason, json_t *detail)
+{
+	struct task *t = gwb_malloc(sizeof *t);
+	if (store_task_load(ops->c.store, id, t) == 0 && !task_state_is(t->state, TASK_FINAL) &&
+	    t->state != TASK_CANCELLING) {
+		task_set_state(t, state);
+		if (reason)
+			TASK_SET_TEXT(t, reason, reason);
+		store_task_observe(ops->c.store, t, detail, clock_now_ms());
+	}
+	gwb_free(t);
+	json_decref(detail);
+}
+
+static void start_get(struct rop *o);
+
+/* An unknown outcome keeps the quota and the task in "unknown"; the next attempt observes
+ * before it creates again. */
+static void op_failed(struct rop *o, const char *what, const struct kube_result *res)
+{
+	struct recon_ops *ops = o->ops;
+	backoff(o, clock_now_ms());
+	json_t *d = json_pack("{s:s, s:s, s:I, s:s?, s:i}", "operation", what, "outcome",
+			      res->outcome == KUBE_UNKNOWN ? "unknown" : "not_sent", "status",
+			      (json_int_t)res->status, "reason", res->reason, "retry_in_ms",
+			      o->backoff_ms);
+	log_warn("recon", "kube_op_failed", "task=%s op=%s status=%ld reason=%s retry_ms=%d", o->id,
+		 what, res->status, log_q(res->reason), o->backoff_ms);
+	struct task *t = gwb_malloc(sizeof *t);
+	int creating = (strcmp(what, "create_job") == 0 || strcmp(what, "get_job") == 0) &&
+		       store_task_load(ops->c.store, o->id, t) == 0 && !t->job_uid[0];
+	gwb_free(t);
+	if (creating)
+		/* Before a Job is known, an unreachable API or an unanswered create leaves the
+		 * task's fate unknown (ARCHITECTURE: creating -> unknown, quota kept, retried). */
+		set_state(ops, o->id, TASK_UNKNOWN,
+			  res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0
+				  ? "create_outcome_unknown"
+				  : "api_unreachable",
+			  d);
+	else
+		note(ops, o->id, "api_unreachable", d);
+	op_done_common(o);
+	waiters_fire(o, 0);
+}
+
+/* Records that the task's Job exists (its uid) in SQLite. The picture is left to the watch:
+ * an answer may be older than what the watch already showed. */
+static void adopt(struct rop *o, const json_t *job)
+{
+	struct recon_ops *ops = o->ops;
+	const char *uid = kobj_uid(job);
+	struct task *t = gwb_malloc(sizeof *t);
+	if (uid && store_task_load(ops->c.store, o->id, t) == 0 && strcmp(t->job_uid, uid) != 0) {
+		TASK_SET_TEXT(t, job_uid, uid);
+		task_set_bool(t, &t->job_suspended, kobj_suspended(job));
+		if (t->state == TASK_UNKNOWN || t->state == TASK_CREATING)
+			task_set_state(t, TASK_PENDING);
+		json_t *d = json_pack("{s:s}", "job_uid", uid);
+		if (store_task_observe(ops->c.store, t, d, clock_now_ms()))
+			log_warn("recon", "adopt_not_recorded", "task=%s", o->id);
+		json_decref(d);
+	}
+	gwb_free(t);
+	o->backoff_ms = 0;
+	o->next_try_ms = 0;
+	op_done_common(o);
+	waiters_fire(o, 0);
+}
+
+/* ---- create ---- */
+
+static void on_post(void *arg, const struct kube_result *res)
+{
+	struct rop *o = arg;
+	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
+		log_info("recon", "job_created", "task=%s uid=%s", o->id,
+			 log_q(kobj_uid(res->body)));
+		return adopt(o, res->body);
+	}
+	if (res->outcome == KUBE_REJECTED && res->status == 409) {
+		/* AlreadyExists: ours from an earlier attempt whose answer was lost, or a cancel
+		 * marker. Observe and adopt. */
+		note(o->ops, o->id, "create_conflict",
+		     json_pack("{s:s}", "detail", "the Job exists already; observing it"));
+		o->op = OP_NONE;
+		return start_get(o);
+	}
+	if (res->outcome == KUBE_REJECTED) {
+		json_t *d = json_pack("{s:I, s:s?, s:O?}", "status", (json_int_t)res->status,
+				      "reason", res->reason, "answer", res->body);
+		set_state(o->ops, o->id, TASK_FAILED, "job_rejected", d);
+		op_done_common(o);
+		waiters_fire(o, 0);
+		return;
+	}
+	op_failed(o, "create_job", res);
+}
+
+static void start_post(struct rop *o, const struct task *t)
+{
+	const struct recon_ctx *c = &o->ops->c;
+	struct jobspec_in in = { t->id, t->team, t->gpu_memory_mib, t->gpu_core_percent,
+				 t->gpu_count, t->duration_seconds, t->qos, t->experiment, c->ns,
+				 c->image, c->isolation, task_cancel_requested(t),
+				 c->job_ttl_seconds };
+	json_t *job = jobspec_build(&in);
+	char path[256];
+	job_path(o, 0, path, sizeof path);
+	op_send(o, OP_POST, "POST", path, job, NULL, on_post);
+	json_decref(job);
+}
+
+/* ---- observe ---- */
+
+static void on_get_absent(struct rop *o)
+{
+	struct recon_ops *ops = o->ops;
+	struct task *t = gwb_malloc(sizeof *t);
+	o->op = OP_NONE;
+	if (store_task_load(ops->c.store, o->id, t) != 0 || t->released) {
+		op_done_common(o);
+		waiters_fire(o, 0);
+	} else if (t->job_uid[0]) {
+		/* The Job we created is gone: observed, not inferred. It is never made again
+		 * under the same task. */
+		picture_job_gone(ops->c.pic, o->id, t->job_uid);
+		note(ops, o->id, "job_absent",
+		     json_pack("{s:s, s:I}", "job_uid", t->job_uid, "status", 404));
+		op_done_common(o);
+		waiters_fire(o, 0);
+	} else if (!task_state_is(t->state, TASK_FINAL)) {
+		start_post(o, t);
+	} else {
+		op_done_common(o);
+		waiters_fire(o, 0);
+	}
+	gwb_free(t);
+}
+
+static void on_get(void *arg, const struct kube_result *res)
+{
+	struct rop *o = arg;
+	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
+		if (jobspec_is_ours(res->body, o->id)) {
+			/* The watch will show it; wait a little before asking again. */
+			adopt(o, res->body);
+			backoff(o, clock_now_ms());
+			return;
+		}
+		json_t *d = json_pack("{s:s?, s:O?}", "job_uid", kobj_uid(res->body), "labels",
+				      kobj_path(res->body, "metadata", "labels"));
+		set_state(o->ops, o->id, TASK_UNKNOWN, "job_name_conflict", d);
+		o->op = OP_NONE;
+		backoff(o, clock_now_ms());
+		waiters_fire(o, 0);
+		return;
+	}
+	if (res->status == 404)
+		return on_get_absent(o);
+	op_failed(o, "get_job", res);
+}
+
+static void start_get(struct rop *o)
+{
+	char path[256];
+	job_path(o, 1, path, sizeof path);
+	op_send(o, OP_GET, "GET", path, NULL, NULL, on_get);
+}
+
+/* ---- cancel ---- */
+
+static void on_patch(void *arg, const struct kube_result *res)
+{
+	struct rop *o = arg;
+	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
+		log_info("recon", "job_suspend_requested", "task=%s", o->id);
+		note(o->ops, o->id, "job_suspend_requested", NULL);
+		return adopt(o, res->body);
+	}
+	if (res->status == 404) {
+		o->op = OP_NONE;
+		return start_get(o); /* gone since we looked: the GET records it */
+	}
+	op_failed(o, "suspend_job", res);
+}
+
+static void start_patch_suspend(struct rop *o)
+{
+	char path[256];
+	job_path(o, 1, path, sizeof path);
+	json_t *patch = json_pack("{s:{s:b}}", "spec", "suspend", 1);
+	op_send(o, OP_PATCH_SUSPEND, "PATCH", path, patch, "application/merge-patch+json", on_patch);
+	json_decref(patch);
+}
+
+/* ---- release ---- */
+
+static json_t *job_evidence(const json_t *job)
+{
+	if (!job)
+		return json_null();
+	json_t *conds = json_array();
+	static const char *const types[] = { "Complete", "Failed", "Suspended", NULL };
+	for (const char *const *t = types; *t; t++)
+		if (kobj_condition_true(job, *t))
+			json_array_append_new(conds, json_string(*t));
+	return json_pack("{s:s?, s:s?, s:s?, s:b, s:o}", "name", kobj_name(job), "uid",
+			 kobj_uid(job), "resource_version", kobj_rv(job), "suspended",
+			 kobj_suspended(job), "conditions", conds);
+}
+
+static json_t *pods_listed(const json_t *items)
+{
+	json_t *listed = json_array();
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p)
+		json_array_append_new(listed, json_pack("{s:s?, s:s?, s:s?, s:b}", "name",
+							kobj_name(p), "uid", kobj_uid(p), "phase",
+							kobj_phase(p), "terminating",
+							kobj_deleting(p)));
+	return listed;
+}
+
+/* Releases with the evidence: the proof, the Job as the picture has it, every listed Pod. */
+static void release(struct rop *o, const struct task *t, const struct recon_view *v,
+		    const json_t *list, const char *why, enum task_state final)
+{
+	struct recon_ops *ops = o->ops;
+	json_t *ev = json_pack("{s:s, s:o, s:o, s:s?, s:s, s:s, s:s}", "proof", why, "job",
+			       job_evidence(v->job), "pods_listed",
+			       pods_listed(json_object_get(list, "items")), "pods_list_rv",
+			       kobj_rv(list), "jobs_watch_rv", picture_jobs_rv(ops->c.pic),
+			       "pods_watch_rv", picture_pods_rv(ops->c.pic), "note",
+			       "every Pod labelled with the task is listed; none is running; Pods "
+			       "deleted earlier are in the pod_deleted events");
+	int released = 0;
+	int rc = store_task_release(ops->c.store, t->id, why, final, ev, clock_now_ms(),
+				    &released);
+	if (rc)
+		log_error("recon", "release_failed", "task=%s error=%s", t->id, err_name(rc));
+	else if (released)
+		log_info("recon", "released", "task=%s proof=%s final=%s", t->id, why,
+			 task_state_name(final));
+	json_decref(ev);
+}
+
+static void on_list_pods(void *arg, const struct kube_result *res)
+{
+	struct rop *o = arg;
+	struct recon_ops *ops = o->ops;
+	o->op = OP_NONE;
+	o->req = 0;
+	json_t *items = json_object_get(res->body, "items");
+	if (res->outcome != KUBE_OK || !json_is_array(items)) {
+		backoff(o, clock_now_ms());
+		return; /* nothing is released on an unanswered question; retried */
+	}
+	struct task *t = gwb_malloc(sizeof *t);
+	if (store_task_load(ops->c.store, o->id, t) || t->released) {
+		gwb_free(t);
+		return;
+	}
+	struct recon_view v;
+	picture_view(ops->c.pic, t, &v);
+	enum task_state final = TASK_NONE;
+	const char *why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &final);
+	if (why)
+		release(o, t, &v, res->body, why, final);
+	else
+		backoff(o, clock_now_ms());
+	recon_view_clear(&v);
+	gwb_free(t);
+	ops->c.dirty(ops->c.arg, o->id);
+}
+
+static void start_list_pods(struct rop *o)
+{
+	char sel[128], esc[256], path[512];
+	snprintf(sel, sizeof sel, GWB_LABEL_TASK "=%s", o->id);
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", o->ops->c.ns,
+		 kube_query_escape(sel, esc, sizeof esc));
+	op_send(o, OP_LIST_PODS, "GET", path, NULL, NULL, on_list_pods);
+}
+
+/* ---- public ---- */
+
+struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
+{
+	struct recon_ops *ops = gwb_calloc(1, sizeof *ops);
+	ops->c = *ctx;
+	return ops;
+}
+
+void recon_ops_free(struct recon_ops *ops)
+{
+	if (!ops)
+		return;
+	while (ops->rops) {
+		struct rop *o = ops->rops;
+		ops->rops = o->next;
+		gwb_free(o);
+	}
+	gwb_free(ops);
+}
+
+int recon_ops_idle(struct recon_ops *ops, const char *id)
+{
+	return rop_get(ops, id, 1)->op == OP_NONE;
+}
+
+int recon_ops_due(struct recon_ops *ops, const char *id, int64_t now_ms)
+{
+	return now_ms >= rop_get(ops, id, 1)->next_try_ms;
+}
+
+void recon_ops_start(struct recon_ops *ops, const struct task *t, enum recon_action a)
+{
+	struct rop *o = rop_get(ops, t->id, 1);
+	switch (a) {
+	case RECON_GET:
+		return start_get(o);
+	case RECON_SUSPEND:
+		return start_patch_suspend(o);
+	case RECON_LIST_PODS:
+		return start_list_pods(o);
+	case RECON_NONE:
+		return;
+	}
+}
+
+void recon_ops_wait(struct recon_ops *ops, const char *id, recon_done_fn fn, void *arg)
+{
+	struct rop *o = rop_get(ops, id, 1);
+	o->next_try_ms = 0; /* an intent is a reason to try now */
+	o->backoff_ms = 0;
+	if (o->nwaiters == MAX_WAITERS) {
+		fn(arg, 0); /* the task is recorded; more waiters add nothing */
+		return;
+	}
+	o->waiters[o->nwaiters].fn = fn;
+	o->waiters[o->nwaiters].arg = arg;
+	o->nwaiters++;
+}
+
+void recon_ops_settle(struct recon_ops *ops, const char *id, int rc, int done)
+{
+	struct rop *o = rop_get(ops, id, 0);
+	if (!o)
+		return;
+	if (rc || o->op == OP_NONE)
+		waiters_fire(o, rc);
+	if (done)
+		rop_drop(ops, id);
+}
+
+void recon_ops_each_due(struct recon_ops *ops, int64_t now_ms,
+			void (*fn)(void *arg, const char *id), void *arg)
+{
+	for (struct rop *o = ops->rops; o; o = o->next)
+		if (o->op == OP_NONE && o->next_try_ms && o->next_try_ms <= now_ms)
+			fn(arg, o->id);
+}

@@ -1,0 +1,140 @@
+/* The task model's pure parts: the lifecycle table read by name, flag and transition, and the
+ * Job name of a task. */
+#include "server/task.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	unsigned flags;
+	unsigned next; /* bit TASK_x set: x is a legal next state */
+} states[TASK_NSTATES] = {
+#define TASK_STATE_ROW(id, name_, flags_, next_) [TASK_##id] = { name_, flags_, next_ },
+	TASK_STATES(TASK_STATE_ROW)
+#undef TASK_STATE_ROW
+};
+
+static int in_table(enum task_state s)
+{
+	return (int)s >= 0 && s < TASK_NSTATES;
+}
+
+const char *task_state_name(enum task_state s)
+{
+	return in_table(s) ? states[s].name : "?";
+}
+
+enum task_state task_state_parse(const char *name)
+{
+	if (!name)
+		return TASK_NONE;
+	for (int i = 0; i < TASK_NSTATES; i++)
+		if (strcmp(states[i].name, name) == 0)
+			return (enum task_state)i;
+	return TASK_NONE;
+}
+
+unsigned task_state_flags(enum task_state s)
+{
+	return in_table(s) ? states[s].flags : 0;
+}
+
+int task_state_is(enum task_state s, unsigned flags)
+{
+	return in_table(s) && (states[s].flags & flags) == flags;
+}
+
+int task_transition_ok(enum task_state from, enum task_state to)
+{
+	if (!in_table(to) || !in_table(from))
+		return 0;
+	if (from == to)
+		return 1;
+	return (states[from].next >> to) & 1u;
+}
+
+char *task_states_json(unsigned with, unsigned without, char *buf, size_t len)
+{
+	size_t used = 0;
+	int n = 0;
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+	used += (size_t)snprintf(buf, len, "[");
+	for (int i = 0; i < TASK_NSTATES && used < len; i++) {
+		if ((states[i].flags & with) != with || (states[i].flags & without))
+			continue;
+		/* State names are plain lowercase words: nothing to escape. */
+		used += (size_t)snprintf(buf + used, len - used, "%s\"%s\"", n++ ? "," : "",
+					 states[i].name);
+	}
+	if (used < len)
+		snprintf(buf + used, len - used, "]");
+	return buf;
+}
+
+char *task_job_name(const char *task_id, char *out, size_t len)
+{
+	snprintf(out, len, "gwb-%s", task_id);
+	return out;
+}
+
+int task_of_name(const char *name, int pod, char *out, size_t len)
+{
+	if (!name || strncmp(name, "gwb-", 4) != 0)
+		return -1;
+	const char *id = name + 4;
+	size_t n = strlen(id);
+	if (pod) {
+		/* Pod "gwb-<task id>-xxxxx": the task id sits between the prefix and the last dash. */
+		const char *dash = strrchr(id, '-');
+		if (!dash)
+			return -1;
+		n = (size_t)(dash - id);
+	}
+	if (n == 0 || n >= len)
+		return -1;
+	snprintf(out, len, "%.*s", (int)n, id);
+	return 0;
+}
+
+void task_set_text(struct task *t, char *field, size_t size, const char *v)
+{
+	if (!v)
+		v = "";
+	if (strncmp(field, v, size - 1) == 0)
+		return; /* equal as far as the field can hold: storing it again changes nothing */
+	snprintf(field, size, "%s", v);
+	t->changed = 1;
+}
+
+void task_set_int(struct task *t, int64_t *field, int64_t v)
+{
+	if (*field != v) {
+		*field = v;
+		t->changed = 1;
+	}
+}
+
+void task_set_bool(struct task *t, int *field, int v)
+{
+	v = v != 0;
+	if (*field != v) {
+		*field = v;
+		t->changed = 1;
+	}
+}
+
+void task_set_state(struct task *t, enum task_state s)
+{
+	if (t->state != s) {
+		t->state = s;
+		t->changed = 1;
+	}
+}
+
+int task_cancel_requested(const struct task *t)
+{
+	return t->has_cancel_requested_at || t->state == TASK_CANCELLING;
+}

@@ -1,0 +1,163 @@
+/* The task model: the lifecycle as one table (states, their flags and the legal next states),
+ * the one struct a task is read into (its column list drives the store's SELECT, column
+ * indexes and binds), and the name of a task's Job. Pure code: no SQLite, no I/O. */
+#ifndef GWB_TASK_H
+#define GWB_TASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-state flags. */
+#define TASK_FINAL 0x1u       /* the task ended: its state never changes again */
+#define TASK_ACTIVE 0x2u      /* the reconciler looks after it (it also looks after final tasks
+			       * whose reservation is not released yet) */
+#define TASK_HOLDS_QUOTA 0x4u /* its reservation is held for certain (a final task's is held
+			       * until the release proves its Pods stopped) */
+#define TASK_CANCELLABLE 0x8u /* a cancel request moves it to cancelling */
+
+#define TASK_TO(s) (1u << TASK_##s)
+
+/* The lifecycle, derived from what the code does (see ARCHITECTURE.md's diagram):
+ * X(id, name, flags, legal next states).
+ * - queued -> creating: the intent arrived (the queue's built-in handler or the reconciler),
+ *   or the reconciler took an overdue intent. queued -> pending/running/succeeded/failed: the
+ *   picture shows the task's Job already (the picture is the truth about what is).
+ * - creating/pending/running/unknown -> pending/running/succeeded/failed: observed from the
+ *   Job and its newest Pod (a restarted Pod takes running back to pending), or a release on
+ *   a Job observed gone.
+ * - creating/pending/running -> unknown: an unanswered create, an unreachable API before a
+ *   Job is known, or a Job of that name that is not ours. unknown -> pending: adopted.
+ * - creating -> failed: the API refused the Job.
+ * - every state not final and not cancelling -> cancelling: the durable cancel request.
+ * - cancelling -> cancelled: only the release, on proof that every Pod stopped. */
+#define TASK_STATES(X)                                                                         \
+	X(QUEUED, "queued", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                  \
+	  TASK_TO(CREATING) | TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) |         \
+		  TASK_TO(FAILED) | TASK_TO(CANCELLING))                                       \
+	X(CREATING, "creating", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,              \
+	  TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) |           \
+		  TASK_TO(CANCELLING) | TASK_TO(UNKNOWN))                                      \
+	X(PENDING, "pending", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                \
+	  TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) | TASK_TO(CANCELLING) |        \
+		  TASK_TO(UNKNOWN))                                                            \
+	X(RUNNING, "running", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                \
+	  TASK_TO(PENDING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) | TASK_TO(CANCELLING) |        \
+		  TASK_TO(UNKNOWN))                                                            \
+	X(SUCCEEDED, "succeeded", TASK_FINAL, 0u)                                              \
+	X(FAILED, "failed", TASK_FINAL, 0u)                                                    \
+	X(CANCELLING, "cancelling", TASK_ACTIVE | TASK_HOLDS_QUOTA, TASK_TO(CANCELLED))         \
+	X(CANCELLED, "cancelled", TASK_FINAL, 0u)                                              \
+	X(UNKNOWN, "unknown", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                \
+	  TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) |           \
+		  TASK_TO(CANCELLING))
+
+enum task_state {
+#define TASK_STATE_ENUM(id, name, flags, next) TASK_##id,
+	TASK_STATES(TASK_STATE_ENUM)
+#undef TASK_STATE_ENUM
+	TASK_NSTATES,
+	TASK_NONE = -1 /* no state: a name that is not a state */
+};
+
+/* The state's name as stored and as the API shows it ("?" outside the table). Static. */
+const char *task_state_name(enum task_state s);
+/* The state named name, or TASK_NONE (also for NULL). */
+enum task_state task_state_parse(const char *name);
+/* The state's flags (TASK_FINAL, ...); 0 outside the table. */
+unsigned task_state_flags(enum task_state s);
+/* 1 when the state has every flag in flags. */
+int task_state_is(enum task_state s, unsigned flags);
+/* 1 when a task may move from one state to the other. Staying in a state is not a transition
+ * and is always allowed; TASK_NONE is never a legal end. */
+int task_transition_ok(enum task_state from, enum task_state to);
+/* Writes a JSON array of the names of the states that have every flag in with and none in
+ * without (e.g. ["succeeded","failed","cancelled"]) into buf, for SQL's json_each. Returns
+ * buf (truncated, still NUL-terminated, when len is too small). */
+char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
+
+/* The columns of a task, in the order the store reads them:
+ * X(kind, field, table, column, size, role). kind: TEXT (char field[size], "" for NULL),
+ * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
+ * STATE (enum task_state). table "t" is tasks, "r" reservations. role: REQ (written by the
+ * submission), OBS (observed on the cluster: written by store_task_observe with the state),
+ * RO (written elsewhere: the release, the cancel, the store's own bookkeeping). This list
+ * drives struct task, the store's SELECT and its column indexes, the submission's INSERT (REQ)
+ * and the observation's UPDATE (OBS); adding a task field is one line here, a migration, and
+ * its place in the API's view. */
+#define TASK_COLUMNS(X)                                                       \
+	X(INT, seq, "t", "seq", 0, RO)                                        \
+	X(TEXT, id, "t", "id", 32, REQ)                                       \
+	X(TEXT, team, "t", "team", 64, REQ)                                   \
+	X(TEXT, name, "t", "name", 160, REQ)                                  \
+	X(STATE, state, "t", "state", 0, RO)                                  \
+	X(INT, gpu_memory_mib, "t", "gpu_memory_mib", 0, REQ)                 \
+	X(INT, gpu_core_percent, "t", "gpu_core_percent", 0, REQ)             \
+	X(INT, gpu_count, "t", "gpu_count", 0, REQ)                           \
+	X(INT, duration_seconds, "t", "duration_seconds", 0, REQ)             \
+	X(TEXT, qos, "t", "qos", 8, REQ)                                      \
+	X(TEXT, experiment, "t", "experiment", 16, REQ)                       \
+	X(TEXT, idempotency_key, "t", "idempotency_key", 160, REQ)            \
+	X(TEXT, job_name, "t", "job_name", 64, REQ)                           \
+	X(TEXT, job_uid, "t", "job_uid", 64, OBS)                             \
+	X(BOOL, job_suspended, "t", "job_suspended", 0, OBS)                  \
+	X(TEXT, pod_name, "t", "pod_name", 128, OBS)                          \
+	X(TEXT, pod_uid, "t", "pod_uid", 64, OBS)                             \
+	X(TEXT, pod_node, "t", "pod_node", 64, OBS)                           \
+	X(TEXT, pod_phase, "t", "pod_phase", 16, OBS)                         \
+	X(OPT, exit_code, "t", "exit_code", 0, OBS)                           \
+	X(TEXT, reason, "t", "reason", 96, OBS)                               \
+	X(TEXT, allocation, "t", "allocation", 2048, OBS)                     \
+	X(TEXT, pending_message, "t", "pending_message", 1024, OBS)           \
+	X(TEXT, pending_diagnosis, "t", "pending_diagnosis", 8192, OBS)       \
+	X(OPT, cancel_requested_at, "t", "cancel_requested_at", 0, RO)        \
+	X(INT, created_at, "t", "created_at", 0, REQ)                         \
+	X(INT, updated_at, "t", "updated_at", 0, RO)                          \
+	X(INT, reserved_mem_mib, "r", "gpu_memory_mib", 0, RO)                \
+	X(INT, reserved_core_percent, "r", "gpu_core_percent", 0, RO)         \
+	X(BOOL, released, "r", "released", 0, RO)                             \
+	X(OPT, released_at, "r", "released_at", 0, RO)                        \
+	X(TEXT, release_reason, "r", "release_reason", 64, RO)
+
+#define TASK_FIELD_TEXT(f, size) char f[size];
+#define TASK_FIELD_INT(f, size) int64_t f;
+#define TASK_FIELD_BOOL(f, size) int f;
+#define TASK_FIELD_OPT(f, size) int64_t f; int has_##f;
+#define TASK_FIELD_STATE(f, size) enum task_state f;
+
+/* One task as stored (times in ms since the epoch). */
+struct task {
+#define TASK_FIELD(kind, f, tbl, col, size, role) TASK_FIELD_##kind(f, size)
+	TASK_COLUMNS(TASK_FIELD)
+#undef TASK_FIELD
+	/* Not columns: the state the row was loaded with (the observation's expected state),
+	 * and whether a task_set_* call changed anything since. */
+	enum task_state loaded_state;
+	int changed;
+};
+
+/* Column indexes of the store's task SELECT. */
+enum task_col {
+#define TASK_COL_ENUM(kind, f, tbl, col, size, role) TASK_COL_##f,
+	TASK_COLUMNS(TASK_COL_ENUM)
+#undef TASK_COL_ENUM
+	TASK_NCOLS
+};
+
+/* Setters of an observation: each writes the field only when the value differs and then sets
+ * t->changed, so "did anything change?" needs neither a copy of the task nor a memcmp.
+ * task_set_text takes NULL as "". */
+void task_set_text(struct task *t, char *field, size_t size, const char *v);
+void task_set_int(struct task *t, int64_t *field, int64_t v);
+void task_set_bool(struct task *t, int *field, int v);
+void task_set_state(struct task *t, enum task_state s);
+#define TASK_SET_TEXT(t, f, v) task_set_text((t), (t)->f, sizeof (t)->f, (v))
+/* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */
+int task_cancel_requested(const struct task *t);
+
+/* The name of a task's Job (and the prefix of its Pods): "gwb-<task id>". Returns out. */
+char *task_job_name(const char *task_id, char *out, size_t len);
+/* The task id of a Job or Pod name made by task_job_name ("gwb-<id>" or "gwb-<id>-<suffix>"
+ * when pod is 1) into out; 0, or -1 when name is not one of ours. */
+int task_of_name(const char *name, int pod, char *out, size_t len);
+
+#endif

@@ -1,0 +1,192 @@
+/* The reconciler's decisions from JSON fixtures (tests/fixtures/decide/, one .json file per
+ * case): a task (its columns by name), the picture as the task sees it (Job, Pods, whether the
+ * recorded Job was observed gone, freshness), the queue and the time, and what must follow:
+ * whether a queued task is taken, the observed state and fields, whether a diagnosis is
+ * asked for, the next operation, and the release answer for the listed Pods. Runs from the
+ * repository root, as `make test` does. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "server/recon_decide.h"
+#include "tests/harness/t.h"
+
+#define FIXTURES "tests/fixtures/decide"
+#define MAX_CASES 128
+
+/* Fills t from the fixture's "task" object through the task's column list: every column can
+ * be given by its name; absent ones stay zero / empty. */
+#define FILL_TEXT(o, t, f)                                                  \
+	if (json_is_string(json_object_get(o, #f)))                         \
+		snprintf((t)->f, sizeof (t)->f, "%s", json_string_value(json_object_get(o, #f)));
+#define FILL_INT(o, t, f) (t)->f = json_integer_value(json_object_get(o, #f));
+#define FILL_BOOL(o, t, f) (t)->f = json_is_true(json_object_get(o, #f));
+#define FILL_OPT(o, t, f)                                       \
+	(t)->has_##f = json_is_integer(json_object_get(o, #f)); \
+	(t)->f = json_integer_value(json_object_get(o, #f));
+#define FILL_STATE(o, t, f) (t)->f = task_state_parse(json_string_value(json_object_get(o, #f)));
+#define FILL(kind, f, tbl, col, size, role) FILL_##kind(o, t, f)
+
+static void task_from_json(const json_t *o, struct task *t)
+{
+	memset(t, 0, sizeof *t);
+	TASK_COLUMNS(FILL)
+	t->loaded_state = t->state;
+	CHECKF(t->state != TASK_NONE, "fixture task has no valid state");
+}
+
+static json_t *load(const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof path, FIXTURES "/%s", name);
+	json_error_t e;
+	json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+	CHECKF(c != NULL, "%s:%d: %s", path, e.line, e.text);
+	return c;
+}
+
+static void expect_text(const char *file, const json_t *exp, const char *key, const char *got)
+{
+	json_t *want = json_object_get(exp, key);
+	if (want)
+		CHECKF(strcmp(json_string_value(want), got) == 0, "%s: %s is \"%s\", expected \"%s\"",
+		       file, key, got, json_string_value(want));
+}
+
+static void expect_bool(const char *file, const json_t *exp, const char *key, int got)
+{
+	json_t *want = json_object_get(exp, key);
+	if (want)
+		CHECKF(json_is_true(want) == !!got, "%s: %s is %d", file, key, got);
+}
+
+/* Runs one fixture; returns how many expectations it checked. */
+static int run_case(const char *file)
+{
+	json_t *c = load(file);
+	json_t *exp = json_object_get(c, "expect");
+	CHECKF(json_is_object(exp), "%s: no expect", file);
+	struct task *t = gwb_malloc(sizeof *t);
+	task_from_json(json_object_get(c, "task"), t);
+	int fresh = json_is_true(json_object_get(c, "fresh"));
+	struct recon_view v;
+	json_t *job = json_object_get(c, "job");
+	recon_view_init(&v, json_is_object(job) ? job : NULL,
+			json_is_true(json_object_get(c, "job_gone")));
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(c, "pods"), i, p)
+		recon_view_add_pod(&v, p);
+
+	expect_bool(file, exp, "take_queued",
+		    decide_take_queued(t, json_is_true(json_object_get(c, "queue")),
+				       json_integer_value(json_object_get(c, "grace_ms")),
+				       json_integer_value(json_object_get(c, "now_ms"))));
+	int diag = decide_observe(t, &v, fresh);
+	expect_bool(file, exp, "diagnose", diag);
+	expect_bool(file, exp, "changed", t->changed);
+	expect_text(file, exp, "state", task_state_name(t->state));
+	expect_text(file, exp, "reason", t->reason);
+	expect_text(file, exp, "pod_name", t->pod_name);
+	expect_text(file, exp, "pod_node", t->pod_node);
+	expect_text(file, exp, "pod_phase", t->pod_phase);
+	expect_text(file, exp, "allocation", t->allocation);
+	expect_text(file, exp, "pending_message", t->pending_message);
+	json_t *code = json_object_get(exp, "exit_code");
+	if (code)
+		CHECKF(t->has_exit_code && t->exit_code == json_integer_value(code),
+		       "%s: exit code %lld", file, (long long)t->exit_code);
+	expect_text(file, exp, "action", recon_action_name(decide_action(t, &v, fresh)));
+
+	json_t *want = json_object_get(exp, "release");
+	if (want) {
+		json_t *listed = json_object_get(c, "listed");
+		CHECKF(json_is_array(listed), "%s: release expected without listed Pods", file);
+		enum task_state final = TASK_NONE;
+		const char *proof = decide_release(t, &v, listed, fresh, &final);
+		if (json_is_null(want)) {
+			CHECKF(proof == NULL, "%s: released on %s", file, proof ? proof : "");
+		} else {
+			CHECKF(proof != NULL, "%s: not released", file);
+			expect_text(file, want, "proof", proof);
+			expect_text(file, want, "final", task_state_name(final));
+		}
+	}
+	int checked = (int)json_object_size(exp);
+	recon_view_clear(&v);
+	gwb_free(t);
+	json_decref(c);
+	return checked;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+TEST(decide_fixtures)
+{
+	DIR *d = opendir(FIXTURES);
+	CHECKF(d != NULL, "cannot open %s (run from the repository root)", FIXTURES);
+	char *names[MAX_CASES];
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < MAX_CASES) {
+		size_t len = strlen(e->d_name);
+		if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0)
+			names[n++] = gwb_strdup(e->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)n, sizeof names[0], by_name);
+	int checks = 0, no_release = 0;
+	for (int i = 0; i < n; i++) {
+		checks += run_case(names[i]);
+		no_release += strstr(names[i], "no_release") != NULL;
+		gwb_free(names[i]);
+	}
+	t_log("%d fixtures, %d expectations", n, checks);
+	CHECKF(n >= 20, "only %d decide fixtures", n);
+	CHECKF(no_release >= 3, "only %d no-release fixtures", no_release);
+}
+
+/* The three no-release cases again, mutated one fact at a time: each becomes a release when
+ * (and only when) the fact that held the reservation goes, so the fixtures cannot pass by
+ * never releasing anything. */
+TEST(decide_no_release_cases_hinge_on_their_fact)
+{
+	static const char *const files[] = { "17_no_release_pod_stuck_terminating.json",
+					     "18_no_release_picture_stale.json",
+					     "19_no_release_job_gone_pod_running.json" };
+	for (int k = 0; k < 3; k++) {
+		json_t *c = load(files[k]);
+		struct task *t = gwb_malloc(sizeof *t);
+		task_from_json(json_object_get(c, "task"), t);
+		json_t *job = json_object_get(c, "job");
+		json_t *listed = json_object_get(c, "listed");
+		int fresh = json_is_true(json_object_get(c, "fresh"));
+		/* Remove the fact: the stuck Pod ends Failed, the picture is fresh, the orphan
+		 * Pod ends Succeeded. */
+		size_t i;
+		json_t *p;
+		json_array_foreach(listed, i, p)
+			json_object_set_new(json_object_get(p, "status"), "phase",
+					    json_string(k == 0 ? "Failed" : "Succeeded"));
+		if (k == 1)
+			fresh = 1;
+		struct recon_view v;
+		recon_view_init(&v, json_is_object(job) ? job : NULL,
+				json_is_true(json_object_get(c, "job_gone")));
+		json_array_foreach(listed, i, p)
+			recon_view_add_pod(&v, p);
+		decide_observe(t, &v, fresh);
+		enum task_state final = TASK_NONE;
+		const char *proof = decide_release(t, &v, listed, fresh, &final);
+		CHECKF(proof != NULL, "%s: still not released without its fact", files[k]);
+		CHECK_STR(recon_action_name(decide_action(t, &v, fresh)), "list_pods");
+		recon_view_clear(&v);
+		gwb_free(t);
+		json_decref(c);
+	}
+}
