@@ -151,12 +151,11 @@ static json_t *phase_summary(json_t *samples, json_t *shares)
 	                 shares);
 }
 
-int exp_lsbe(struct lab *l)
+/* The rules' predictions: what QoS changes on the Pods, and what the probe will hold. */
+static void predict_qos(struct lab *l)
 {
-	char path[200];
-	snprintf(path, sizeof path,
-	         "/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles/gpu-workbench-be");
-	json_t *profile = lab_kube_get(l, path);
+	json_t *profile = lab_kube_get(
+	    l, "/apis/config.koordinator.sh/v1alpha1/clustercolocationprofiles/gpu-workbench-be");
 	int with_profile = profile != NULL;
 	json_decref(profile);
 	json_object_set_new(json_object_get(l->rec, "parameters"), "probe",
@@ -177,52 +176,45 @@ int exp_lsbe(struct lab *l)
 	lab_predict(l, "probe.samples_with_be", json_integer(PROBE_SAMPLES), "a fixed count");
 	lab_predict(l, "card_isolation", json_string("none"),
 	            "the GPU share is a CPU duty cycle; nothing isolates a card");
+}
 
-	char ls[40], be1[40], be2[40];
-	json_t *body = lab_body(l, 1024, 25, 60, "LS", "normal");
-	json_t *t = lab_start(l, "LS", body, ls, sizeof ls);
-	json_decref(body);
-	if (!t)
-		return 0;
-	json_decref(t);
-	int64_t a0, a1, b0, b1;
-	json_t *alone = probe_run(l, "alone", &a0, &a1);
-	/* Neighbours that fill both cards' compute: 100 % on the empty card (the scheduler takes an
-	 * empty card first), then 75 % beside the LS task, the only room left. */
+/* Starts the BE neighbours: 100 % on the empty card (the scheduler takes an empty card first),
+ * then 75 % beside the LS task, the only room left. Returns 1 when both run. */
+static int start_neighbours(struct lab *l, const char *ls, char *be1, char *be2, size_t len)
+{
 	lab_predict(l, "BE.running", json_integer(2),
 	            "both fit: 100 % on the empty card, 75 % beside the LS task");
 	lab_predict(l, "BE2.beside_LS", json_true(), "only the LS task's card has 75 % core free");
-	body = lab_body(l, 1024, 100, 40, "BE", "normal");
-	t = lab_start(l, "BE1", body, be1, sizeof be1);
+	json_t *body = lab_body(l, 1024, 100, 40, "BE", "normal");
+	json_t *t1 = lab_start(l, "BE1", body, be1, len);
 	json_decref(body);
-	int be_running = t && strcmp(lab_str(t, "state"), "running") == 0;
-	json_decref(t);
 	body = lab_body(l, 1024, 75, 40, "BE", "normal");
-	json_t *t2 = t ? lab_start(l, "BE2", body, be2, sizeof be2) : NULL;
+	json_t *t2 = t1 ? lab_start(l, "BE2", body, be2, len) : NULL;
 	json_decref(body);
-	be_running += t2 && strcmp(lab_str(t2, "state"), "running") == 0;
+	const char *s1 = lab_str(t1, "state"), *s2 = lab_str(t2, "state");
+	int running = (s1 && strcmp(s1, "running") == 0) + (s2 && strcmp(s2, "running") == 0);
 	json_t *ls_task = lab_task(l, ls);
 	json_t *m_ls = lab_get(ls_task, "allocation.cards.0.minor");
 	json_t *m_be2 = lab_get(t2, "allocation.cards.0.minor");
-	lab_observe(l, "BE.running", json_integer(be_running));
+	lab_observe(l, "BE.running", json_integer(running));
 	lab_observe(l, "BE2.beside_LS", json_boolean(m_ls && m_be2 && json_equal(m_ls, m_be2)));
 	json_decref(ls_task);
+	json_decref(t1);
 	json_decref(t2);
-	if (!t || !t2 || be_running != 2) {
-		json_decref(alone);
-		return 0;
-	}
-	lab_sleep_ms(1000); /* let both workers pass their start-up into the duty cycle */
-	json_t *with_be = probe_run(l, "with BE", &b0, &b1);
-	json_t *progress = lab_worker_progress(l, ls);
+	return running == 2;
+}
 
-	json_t *pls = pod_of(l, ls), *pbe = pod_of(l, be1);
+/* What QoS changed on the Pods of the LS task and of one BE neighbour, and what isolation the
+ * LS worker could observe. */
+static void observe_qos(struct lab *l, const char *ls, const char *be)
+{
+	json_t *pls = pod_of(l, ls), *pbe = pod_of(l, be);
 	json_t *qls = json_object_get(lab_get(pls, "metadata.labels"), "koordinator.sh/qosClass");
+	json_t *qbe = json_object_get(lab_get(pbe, "metadata.labels"), "koordinator.sh/qosClass");
+	json_t *pc = lab_get(pbe, "spec.priorityClassName");
 	lab_observe(l, "LS.qos_label", qls ? json_incref(qls) : json_null());
 	lab_observe(l, "LS.batch_cpu", json_boolean(has_batch_cpu(pls)));
-	json_t *qbe = json_object_get(lab_get(pbe, "metadata.labels"), "koordinator.sh/qosClass");
 	lab_observe(l, "BE.qos_label", qbe ? json_incref(qbe) : json_null());
-	json_t *pc = lab_get(pbe, "spec.priorityClassName");
 	lab_observe(l, "BE.priority_class", pc ? json_incref(pc) : json_null());
 	lab_observe(l, "BE.batch_cpu", json_boolean(has_batch_cpu(pbe)));
 	const char *n1 = lab_str(pls, "spec.nodeName"), *n2 = lab_str(pbe, "spec.nodeName");
@@ -235,8 +227,6 @@ int exp_lsbe(struct lab *l)
 	                      lab_get(pbe, "spec.containers.0.resources")));
 	json_decref(pls);
 	json_decref(pbe);
-	lab_observe(l, "probe.samples_alone", json_integer((json_int_t)json_array_size(alone)));
-	lab_observe(l, "probe.samples_with_be", json_integer((json_int_t)json_array_size(with_be)));
 	lab_capture_logs(l, ls);
 	const char *verdict = NULL;
 	size_t i;
@@ -246,9 +236,16 @@ int exp_lsbe(struct lab *l)
 			verdict = lab_str(e, "verdict");
 	lab_observe(l, "card_isolation",
 	            json_string(verdict && strcmp(verdict, "enforced") == 0 ? "enforced" : "none"));
+}
 
-	json_t *sa = phase_summary(alone, worker_shares(progress, a0, a1));
-	json_t *sb = phase_summary(with_be, worker_shares(progress, b0, b1));
+/* P50/P99 side by side, printed and kept with the raw samples (both stolen). */
+static void keep_latency(struct lab *l, const char *ls, json_t *alone, json_t *with_be,
+                         const int64_t win[4])
+{
+	json_t *progress = lab_worker_progress(l, ls);
+	json_t *sa = phase_summary(alone, worker_shares(progress, win[0], win[1]));
+	json_t *sb = phase_summary(with_be, worker_shares(progress, win[2], win[3]));
+	json_decref(progress);
 	printf("  latency of the LS probe (fixed %d/s, %d samples each; not a GPU figure):\n",
 	       1000 / PROBE_INTERVAL_MS, PROBE_SAMPLES);
 	printf("             %10s %10s\n", "alone", "with BE");
@@ -264,6 +261,29 @@ int exp_lsbe(struct lab *l)
 	                      "share here is a CPU duty cycle and nothing isolates a card, so this "
 	                      "measures host CPU contention only. No expectation is set on these "
 	                      "figures: one run on a shared machine proves no latency claim."));
-	json_decref(progress);
+}
+
+int exp_lsbe(struct lab *l)
+{
+	predict_qos(l);
+	char ls[40], be1[40], be2[40];
+	json_t *body = lab_body(l, 1024, 25, 60, "LS", "normal");
+	json_t *t = lab_start(l, "LS", body, ls, sizeof ls);
+	json_decref(body);
+	if (!t)
+		return 0;
+	json_decref(t);
+	int64_t win[4];
+	json_t *alone = probe_run(l, "alone", &win[0], &win[1]);
+	if (!start_neighbours(l, ls, be1, be2, sizeof be1)) {
+		json_decref(alone);
+		return 0;
+	}
+	lab_sleep_ms(1000); /* let both workers pass their start-up into the duty cycle */
+	json_t *with_be = probe_run(l, "with BE", &win[2], &win[3]);
+	observe_qos(l, ls, be1);
+	lab_observe(l, "probe.samples_alone", json_integer((json_int_t)json_array_size(alone)));
+	lab_observe(l, "probe.samples_with_be", json_integer((json_int_t)json_array_size(with_be)));
+	keep_latency(l, ls, alone, with_be, win);
 	return 0;
 }
