@@ -2,7 +2,8 @@
  * gwb-worker, gwb-server) under the case folder, runs a few experiments, and its evidence
  * records carry the fields API.md "Evidence" lists; a wrong expectation injected with --expect
  * makes it fail, naming the experiment and the field; against a running stack without fault
- * controls, the experiments that need them are skipped and say so. */
+ * controls, the experiments that need them (or more quota than the team has) are skipped and
+ * say so. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,10 +246,11 @@ TEST_T(lab_against_a_running_stack_skips_what_it_cannot_do, 120)
 	CHECK_INT(r.status, 201);
 	h_resp_free(&r);
 	char args[1024];
-	snprintf(args, sizeof args,
-	         "--url %s --token alpha-tok --team alpha --only same-card-sharing "
-	         "--only restart-recovery --only device-health-change",
-	         srv.proc.url);
+	snprintf(
+	    args, sizeof args,
+	    "--url %s --token alpha-tok --team alpha --only same-card-sharing "
+	    "--only restart-recovery --only fragmentation-resolved --only device-health-change",
+	    srv.proc.url);
 	int rc = lab(args);
 	if (rc != 0)
 		dump_output();
@@ -260,6 +262,13 @@ TEST_T(lab_against_a_running_stack_skips_what_it_cannot_do, 120)
 	rec = record("06-restart-recovery.json");
 	CHECK(json_is_null(at(rec, "passed")));
 	CHECK(strstr(json_string_value(at(rec, "skipped")), "private stack") != NULL);
+	json_decref(rec);
+	/* Team alpha's 10240 MiB cannot hold the three fragmentation tasks at once. */
+	rec = record("07-fragmentation-resolved.json");
+	CHECK(json_is_null(at(rec, "passed")));
+	CHECKF(strstr(json_string_value(at(rec, "skipped")), "14336 MiB") != NULL, "%s",
+	       json_string_value(at(rec, "skipped")));
+	CHECK_INT(json_array_size(at(rec, "tasks")), 0);
 	json_decref(rec);
 	rec = record("08-device-health-change.json");
 	CHECK(strstr(json_string_value(at(rec, "skipped")), "--faults") != NULL);

@@ -54,6 +54,8 @@ static void predict_idempotent(struct lab *l)
 
 int exp_idempotent(struct lab *l)
 {
+	if (!lab_need_quota(l, 2048, 50))
+		return 0;
 	json_t *body = lab_body(l, 1024, 25, 60, "LS", "normal");
 	json_t *other = lab_body(l, 2048, 25, 60, "LS", "normal");
 	/* Keys are kept a day per team: a run's keys must be new, even against a running stack. */
@@ -132,6 +134,8 @@ static json_t *pod_annotation(struct lab *l, const char *id)
 
 int exp_sharing(struct lab *l)
 {
+	if (!lab_need_quota(l, 3072, 75))
+		return 0;
 	lab_predict(l, "shared_card", json_true(),
 	            "three tasks on two cards: at least two share one (per-card accounting)");
 	lab_predict(l, "tasks_on_cards", json_integer(3),
@@ -202,6 +206,8 @@ static json_t *log_event(struct lab *l, const char *id, const char *ev)
 
 int exp_overlimit(struct lab *l)
 {
+	if (!lab_need_quota(l, 1024, 25))
+		return 0;
 	long long before = lab_reserved_mib(l);
 	lab_predict(l, "state", json_string("failed"), "the ledger refuses budget + 128 MiB");
 	lab_predict(l, "pod.exit_code", json_integer(42), "the worker's exit code for a refusal");

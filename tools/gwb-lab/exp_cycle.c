@@ -72,6 +72,8 @@ static void cancel_marker(struct lab *l)
 
 int exp_cancel(struct lab *l)
 {
+	if (!lab_need_quota(l, 1024, 25))
+		return 0;
 	long long before = lab_reserved_mib(l);
 	lab_predict(l, "cancel.status", json_integer(202), "a durable cancel is recorded");
 	lab_predict(l, "cancel.state", json_string("cancelling"), "the answer to the cancel");
@@ -117,6 +119,8 @@ int exp_cancel(struct lab *l)
 
 int exp_restart(struct lab *l)
 {
+	if (!lab_need_quota(l, 2048, 50))
+		return 0;
 	lab_predict(l, "job_uid_unchanged", json_true(),
 	            "the Job's name is a function of the task and the reconciler observes first");
 	lab_predict(l, "jobs_of_task", json_integer(1), "never created twice");
@@ -206,6 +210,8 @@ static json_t *unblock_tasks(json_t *unblock)
 
 int exp_fragmentation(struct lab *l)
 {
+	if (!lab_need_quota(l, 14336, 145))
+		return 0;
 	char a[40], b[40], c[40];
 	json_t *body = lab_body(l, 5120, 60, 120, "LS", "normal");
 	json_t *ta = lab_start(l, "A", body, a, sizeof a);
@@ -274,6 +280,8 @@ int exp_fragmentation(struct lab *l)
 
 int exp_health(struct lab *l)
 {
+	if (!lab_need_quota(l, 10240, 120))
+		return 0;
 	lab_predict(l, "card1.healthy", json_false(),
 	            "koordlet's health report, through the Device");
 	lab_action(l, "device-health",

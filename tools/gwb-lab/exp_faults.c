@@ -85,6 +85,8 @@ static int pod_terminating(struct lab *l, const char *id)
 
 int exp_norelease(struct lab *l)
 {
+	if (!lab_need_quota(l, 1024, 25))
+		return 0;
 	char id[40];
 	char f[96];
 	predict_case(l, "terminating", "a Terminating Pod may still run", "job_suspended",
@@ -145,6 +147,8 @@ int exp_norelease(struct lab *l)
 
 int exp_timeout(struct lab *l)
 {
+	if (!lab_need_quota(l, 1024, 25))
+		return 0;
 	lab_predict(l, "went_unknown", json_true(), "the create's answer never came");
 	lab_predict(l, "final_state", json_string("running"), "the next attempt observes the Job");
 	lab_predict(l, "jobs_of_task", json_integer(1), "observe before create: never two");

@@ -265,6 +265,8 @@ static void keep_latency(struct lab *l, const char *ls, json_t *alone, json_t *w
 
 int exp_lsbe(struct lab *l)
 {
+	if (!lab_need_quota(l, 3072, 200))
+		return 0;
 	predict_qos(l);
 	char ls[40], be1[40], be2[40];
 	json_t *body = lab_body(l, 1024, 25, 60, "LS", "normal");

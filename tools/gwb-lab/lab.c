@@ -580,6 +580,29 @@ void lab_observe_placement(struct lab *l, const char *label, const char *summary
 	show("observe", field, v, "(not checked: no prediction)");
 }
 
+int lab_need_quota(struct lab *l, long long mem, long long core)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/v1/teams/%s", l->team);
+	struct httpc_resp r;
+	long s = lab_api(l, NULL, "GET", path, NULL, &r);
+	long long am = json_integer_value(lab_get(r.json, "quota.gpu_memory_mib")) -
+	               json_integer_value(lab_get(r.json, "reserved.gpu_memory_mib"));
+	long long ac = json_integer_value(lab_get(r.json, "quota.gpu_core_percent")) -
+	               json_integer_value(lab_get(r.json, "reserved.gpu_core_percent"));
+	httpc_resp_free(&r);
+	if (s == 200 && am >= mem && ac >= core)
+		return 1;
+	char why[256];
+	snprintf(why, sizeof why,
+	         "needs %lld MiB and %lld%% core of team %s's quota at once; %lld MiB and %lld%% "
+	         "are available (raise it with gwbctl teams set)",
+	         mem, core, l->team, am, ac);
+	json_object_set_new(l->rec, "skipped", json_string(why));
+	printf("  skipped: %s\n", why);
+	return 0;
+}
+
 void lab_measure(struct lab *l, const char *key, json_t *value)
 {
 	json_object_set_new(json_object_get(l->rec, "measurements"), key, value);
@@ -735,6 +758,13 @@ json_t *lab_end(struct lab *l)
 	char ts[40];
 	json_object_set_new(l->rec, "finished_at",
 	                    json_string(clock_fmt_rfc3339_ms(clock_now_ms(), ts, sizeof ts)));
+	if (json_object_get(l->rec, "skipped")) {
+		json_object_set_new(l->rec, "passed", json_null());
+		printf("-- %02d %s: skipped (%s)\n", l->order, l->exp->name,
+		       lab_str(l->rec, "skipped"));
+		fflush(stdout);
+		return l->rec;
+	}
 	json_object_set_new(l->rec, "passed", json_false());
 	check_complete(l);
 	int agree = 1;

@@ -133,6 +133,9 @@ void lab_observe_placement(struct lab *l, const char *label, const char *summary
  * the first one is kept in l->fail. */
 void lab_error(struct lab *l, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* 1 when the team's quota has mem MiB and core % left; otherwise 0 and the experiment is
+ * recorded as skipped with the numbers (its outcome would say nothing of the rule it shows). */
+int lab_need_quota(struct lab *l, long long mem, long long core);
 /* Adds a measurement or note to the record (stolen): record.measurements[key] = value. */
 void lab_measure(struct lab *l, const char *key, json_t *value);
 /* Prints one line of the experiment's story. */
@@ -146,8 +149,8 @@ void lab_sleep_ms(int ms);
 void lab_begin(struct lab *l, const struct exp_def *exp, int order, json_t *params);
 /* Gives back what the experiment holds (clears the faults and card health it changed, cancels
  * its tasks that still hold quota, waits for their release), then writes each task's evidence
- * and quota.after, checks that the record is complete, and sets passed. Returns the record (borrowed; kept in l->rec until the
- * next lab_begin). */
+ * and quota.after, checks that the record is complete, and sets passed. Returns the record
+ * (borrowed; kept in l->rec until the next lab_begin). */
 json_t *lab_end(struct lab *l);
 
 #endif
