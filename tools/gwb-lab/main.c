@@ -266,7 +266,7 @@ static void skip_record(struct lab *l, const struct exp_def *e, int order, const
 	lab_begin(l, e, order, NULL);
 	json_object_set_new(l->rec, "skipped", json_string(why));
 	json_object_set_new(l->rec, "passed", json_null());
-	printf("  skipped: %s\n", why);
+	printf("-- %02d %s: skipped (%s)\n", order, e->name, why);
 }
 
 /* Starts the private stack under rt/lab and points l at it. 0, or -1 (message on stderr). */
