@@ -23,6 +23,9 @@ struct gwb_config {
 	int64_t kube_job_ttl_seconds;       /* ttlSecondsAfterFinished of task Jobs; 0 = keep */
 	int64_t kube_watch_timeout_seconds; /* server-side timeoutSeconds of one watch */
 	int64_t kube_watch_idle_seconds;    /* a watch silent this long is broken */
+	int64_t kube_max_inflight;          /* API requests in flight at most (watches apart) */
+	int64_t kube_qps;                   /* API requests started per second, sustained */
+	int64_t kube_burst;                 /* API requests started at once after a quiet time */
 	int64_t reconcile_resync_ms;        /* period of the full pass over active tasks */
 	int64_t reconcile_queued_grace_ms;  /* a task queued this long is handled without its intent */
 	char admin_token[CONFIG_STR_MAX];   /* administrator bearer token; "" = no admin */
@@ -37,7 +40,7 @@ struct gwb_config {
 	char queue_prefix[64];              /* Redis key prefix: <prefix>:intents */
 	char queue_consumer[128];           /* consumer name in group "reconcilers"; "" = host-pid */
 	int64_t queue_claim_idle_ms;        /* claim others' entries idle longer than this */
-	int64_t queue_max_deliveries;       /* deliveries before an entry is dead-lettered */
+	int64_t queue_max_failures;         /* failed handling attempts before a dead letter */
 	int64_t queue_command_timeout_ms;   /* one Redis command's time-out */
 	int64_t queue_stream_maxlen;        /* approximate trim length of the stream */
 	int64_t queue_block_ms;             /* BLOCK time of one read of new entries */

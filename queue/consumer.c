@@ -43,9 +43,11 @@ struct q_consumer {
 	struct q_conn *cmd, *rd;
 	struct q_keys keys;
 	char name[128];
-	int64_t claim_idle_ms, max_deliveries, block_ms, dead_maxlen;
+	int64_t claim_idle_ms, block_ms, dead_maxlen;
 	q_handler_fn fn;
 	void *arg;
+	q_capacity_fn cap_fn;
+	void *cap_arg;
 	enum q_consumer_state state;
 	uint64_t seq;          /* bumped on every restart */
 	int cmd_busy;          /* a phase command is in flight on cmd */
@@ -360,18 +362,11 @@ static struct q_delivery *take_entry(struct q_consumer *c, const redisReply *e, 
 	return d;
 }
 
-/* Hands a delivery to the handler, or dead-letters it when delivered too often. */
+/* Hands a delivery to the handler. However often it was delivered (a restart, a claim), a
+ * valid entry goes to the handler: only the handler's own failures make it dead. */
 static void dispatch(struct q_consumer *c, struct q_delivery *d)
 {
 	c->delivered++;
-	if (d->count > c->max_deliveries) {
-		char why[96];
-		snprintf(why, sizeof why, "delivered %" PRId64 " times (max %" PRId64 ")", d->count,
-			 c->max_deliveries);
-		dead_letter_intent(c, d->id, d->count, &d->in, why);
-		gwb_free(d);
-		return;
-	}
 	if (c->ninflight >= Q_INFLIGHT_MAX) {
 		/* A live read and a sweep can both be answered at the cap; the extra entry stays
 		 * pending and comes back with a later sweep. */
@@ -585,11 +580,11 @@ static void on_phase(struct q_conn *cn, const redisReply *reply, const char *err
 	kick(c);
 }
 
-static void send_claim(struct q_consumer *c, int sweep)
+static void send_claim(struct q_consumer *c, int sweep, int count)
 {
 	char idle[24], cnt[16];
 	snprintf(idle, sizeof idle, "%" PRId64, c->claim_idle_ms);
-	snprintf(cnt, sizeof cnt, "%d", Q_READ_BATCH);
+	snprintf(cnt, sizeof cnt, "%d", count);
 	const char *argv[] = { "XAUTOCLAIM", c->keys.stream, Q_GROUP, c->name, idle,
 			       sweep ? c->sweep_cursor : c->cursor, "COUNT", cnt };
 	if (send_phase(c, c->cmd, C_CLAIM, sweep, 0, 8, argv) == 0)
@@ -605,6 +600,13 @@ static void pump(struct q_consumer *c)
 		return;
 	c->retry_at_ms = 0;
 	int room = Q_INFLIGHT_MAX - c->ninflight;
+	if (c->cap_fn) {
+		int cap = c->cap_fn(c->cap_arg);
+		if (cap < room)
+			room = cap;
+	}
+	/* Every read asks for at most room entries: the rest wait in the stream. */
+	int batch = room < Q_READ_BATCH ? room : Q_READ_BATCH;
 	char cnt[16];
 	if (!c->cmd_busy) {
 		if (c->state == Q_CONS_GROUP) {
@@ -614,25 +616,25 @@ static void pump(struct q_consumer *c)
 			 * data and the relay published again) must still deliver them. */
 			if (send_phase(c, c->cmd, C_GROUP, 0, 0, 6, argv) == 0)
 				c->cmd_busy = 1;
-		} else if (c->state == Q_CONS_OWN && room >= Q_READ_BATCH) {
-			snprintf(cnt, sizeof cnt, "%d", Q_READ_BATCH);
+		} else if (c->state == Q_CONS_OWN && batch > 0) {
+			snprintf(cnt, sizeof cnt, "%d", batch);
 			const char *argv[] = { "XREADGROUP", "GROUP", Q_GROUP, c->name, "COUNT",
 					       cnt, "STREAMS", c->keys.stream, c->cursor };
 			if (send_phase(c, c->cmd, C_OWN, 0, 0, 9, argv) == 0)
 				c->cmd_busy = 1;
-		} else if (c->state == Q_CONS_CLAIM && room >= Q_READ_BATCH) {
-			send_claim(c, 0);
-		} else if (c->state == Q_CONS_LIVE && c->sweep_due && room >= Q_READ_BATCH) {
+		} else if (c->state == Q_CONS_CLAIM && batch > 0) {
+			send_claim(c, 0, batch);
+		} else if (c->state == Q_CONS_LIVE && c->sweep_due && batch > 0) {
 			c->sweep_due = 0;
 			c->sweeping = 1;
 			snprintf(c->sweep_cursor, sizeof c->sweep_cursor, "0-0");
-			send_claim(c, 1);
-		} else if (c->state == Q_CONS_LIVE && c->sweeping && room >= Q_READ_BATCH) {
-			send_claim(c, 1);
+			send_claim(c, 1, batch);
+		} else if (c->state == Q_CONS_LIVE && c->sweeping && batch > 0) {
+			send_claim(c, 1, batch);
 		}
 	}
-	if (c->state == Q_CONS_LIVE && !c->read_busy && room > 0) {
-		snprintf(cnt, sizeof cnt, "%d", room < Q_READ_BATCH ? room : Q_READ_BATCH);
+	if (c->state == Q_CONS_LIVE && !c->read_busy && batch > 0) {
+		snprintf(cnt, sizeof cnt, "%d", batch);
 		char block[24];
 		snprintf(block, sizeof block, "%" PRId64, c->block_ms);
 		const char *argv[] = { "XREADGROUP", "GROUP", Q_GROUP, c->name, "COUNT", cnt,
@@ -655,7 +657,6 @@ struct q_consumer *q_consumer_new(struct event_base *base, struct q_conn *cmd, s
 	c->keys = *keys;
 	snprintf(c->name, sizeof c->name, "%s", cfg->consumer);
 	c->claim_idle_ms = cfg->claim_idle_ms;
-	c->max_deliveries = cfg->max_deliveries;
 	c->block_ms = cfg->block_ms;
 	c->dead_maxlen = cfg->dead_maxlen;
 	c->fn = fn;
@@ -682,6 +683,18 @@ void q_consumer_free(struct q_consumer *c)
 	}
 	event_free(c->kick);
 	gwb_free(c);
+}
+
+void q_consumer_set_capacity(struct q_consumer *c, q_capacity_fn fn, void *arg)
+{
+	c->cap_fn = fn;
+	c->cap_arg = arg;
+}
+
+void q_consumer_poke(struct q_consumer *c)
+{
+	if (c->state != Q_CONS_CLOSED)
+		kick(c);
 }
 
 void q_consumer_on_conn(struct q_consumer *c)

@@ -2,8 +2,10 @@
  * after every reconnection) it creates the group if needed (MKSTREAM), re-reads its own
  * pending entries (ID 0), claims entries idle too long from other consumers (XAUTOCLAIM),
  * then reads new ones (">"). Each entry becomes a delivery handed to a handler, which answers
- * later: XACK only then. Malformed entries and entries delivered too often go to the
- * dead-letter stream with the reason, and are acknowledged. It owns its deliveries. */
+ * later: XACK only then. It reads no more entries than the handler's capacity allows, so a
+ * burst waits in the stream as new entries. Malformed entries, and those the handler calls
+ * dead, go to the dead-letter stream with the reason, and are acknowledged; how often an
+ * entry was delivered (restarts, claims) never makes it dead. It owns its deliveries. */
 #ifndef GWB_QUEUE_CONSUMER_H
 #define GWB_QUEUE_CONSUMER_H
 
@@ -61,7 +63,6 @@ void q_delivery_done(struct q_delivery *d, enum q_outcome o, const char *reason)
 struct q_consumer_cfg {
 	const char *consumer;      /* this member's name (copied) */
 	int64_t claim_idle_ms;     /* claim entries idle longer than this */
-	int64_t max_deliveries;    /* more deliveries than this: dead-lettered */
 	int64_t block_ms;          /* BLOCK of a read of new entries */
 	int64_t dead_maxlen;       /* approximate length the dead-letter stream is kept to */
 };
@@ -73,6 +74,15 @@ struct q_consumer_cfg {
 struct q_consumer *q_consumer_new(struct event_base *base, struct q_conn *cmd, struct q_conn *rd,
 				  const struct q_keys *keys, const struct q_consumer_cfg *cfg,
 				  q_handler_fn fn, void *arg);
+/* How many more deliveries the handler can take now (<= 0: none). */
+typedef int (*q_capacity_fn)(void *arg);
+/* Sets (fn not NULL) or clears the handler's capacity: reads ask for at most that many
+ * entries (and at most Q_INFLIGHT_MAX deliveries are out in any case). A read already waiting
+ * in Redis may still bring up to its count. Without it, only Q_INFLIGHT_MAX limits. */
+void q_consumer_set_capacity(struct q_consumer *c, q_capacity_fn fn, void *arg);
+/* The handler's capacity grew: reading resumes at the loop's next turn (never inside this
+ * call). */
+void q_consumer_poke(struct q_consumer *c);
 /* Frees the consumer and every delivery not yet answered (they stay pending in Redis and are
  * delivered again later). The handler must drop its references first. Accepts NULL. */
 void q_consumer_free(struct q_consumer *c);

@@ -60,6 +60,8 @@ void api_metrics(struct req *r)
 		evbuffer_add_printf(b, "# TYPE gwb_kube_picture_fresh gauge\ngwb_kube_picture_fresh %d\n"
 				       "# TYPE gwb_kube_reachable gauge\ngwb_kube_reachable %d\n",
 				    reconciler_fresh(api->recon), reconciler_reachable(api->recon));
+	if (api->metrics)
+		api->metrics(api->metrics_arg, b);
 	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
 	for (int c = 2; c <= 5; c++)
 		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,

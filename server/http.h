@@ -30,6 +30,9 @@ struct api_ctx {
 	 * keeps the server from serving. */
 	void (*readiness)(void *arg, json_t *deps, int *ready);
 	void *readiness_arg;
+	/* Appends the other modules' metrics (Prometheus text) to out for /metrics; may be NULL. */
+	void (*metrics)(void *arg, struct evbuffer *out);
+	void *metrics_arg;
 	int64_t started_ms;
 	unsigned char admin_hash[32]; /* SHA-256 of the admin token */
 	int has_admin;

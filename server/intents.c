@@ -36,6 +36,9 @@ struct intents {
 	int nheld;
 	struct event *flush;
 	struct plug *plugs; /* intents held by a plugged-in handler */
+	int nplugs;
+	intents_capacity_fn cap_fn;
+	void *cap_arg;
 };
 
 /* ---- relay <-> store ---- */
@@ -139,12 +142,37 @@ struct plug {
 
 static void plug_unlink(struct intents *it, struct plug *p)
 {
+	it->nplugs--;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
 		it->plugs = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
+}
+
+/* The handler failed on a valid intent: the attempt is counted in SQLite, and only past
+ * queue.max_failures counted attempts is the intent dead. An attempt that cannot even be
+ * counted (the database is away) is not held against it. */
+static void plug_failed(struct intents *it, struct q_delivery *d, int rc)
+{
+	struct intent_rx rx;
+	rx_of(it, d, &rx);
+	int64_t failures = 0;
+	int64_t max = it->c.cfg->queue_max_failures;
+	int src = store_intent_failure_add(it->c.store, &rx, err_name(rc), clock_now_ms(),
+					   &failures);
+	log_warn("intents", "handling_failed", "intent=%" PRId64 " task=%s error=%s failures=%" PRId64
+		 " counted=%d",
+		 rx.intent_id, rx.task, err_name(rc), failures, src == 0);
+	if (src == 0 && failures >= max) {
+		char why[128];
+		snprintf(why, sizeof why, "handling failed %" PRId64 " times (max %" PRId64 "): %s",
+			 failures, max, err_name(rc));
+		q_delivery_done(d, Q_DEAD, why);
+		return;
+	}
+	q_delivery_done(d, Q_RETRY, NULL);
 }
 
 static void plug_done(void *ctx, int rc)
@@ -162,7 +190,7 @@ static void plug_done(void *ctx, int rc)
 	} else if (rc == GWB_ENOTFOUND) {
 		q_delivery_done(p->d, Q_DEAD, "no such task");
 	} else {
-		q_delivery_done(p->d, Q_RETRY, NULL);
+		plug_failed(it, p->d, rc);
 	}
 	gwb_free(p);
 }
@@ -197,6 +225,7 @@ static void on_delivery(void *arg, struct q_delivery *d)
 	if (it->plugs)
 		it->plugs->prev = p;
 	it->plugs = p;
+	it->nplugs++;
 	it->fn(it->fn_arg, in, plug_done, p);
 }
 
@@ -204,6 +233,32 @@ void intents_set_handler(struct intents *it, intents_handler_fn fn, void *arg)
 {
 	it->fn = fn;
 	it->fn_arg = arg;
+}
+
+static int consumer_capacity(void *arg)
+{
+	struct intents *it = arg;
+	return it->cap_fn(it->cap_arg, it->nplugs);
+}
+
+void intents_set_capacity(struct intents *it, intents_capacity_fn fn, void *arg)
+{
+	it->cap_fn = fn;
+	it->cap_arg = arg;
+	q_consumer_set_capacity(it->cons, fn ? consumer_capacity : NULL, it);
+}
+
+void intents_poke(struct intents *it)
+{
+	if (it)
+		q_consumer_poke(it->cons);
+}
+
+int64_t intents_dead_lettered(const struct intents *it)
+{
+	struct q_consumer_stats cs;
+	q_consumer_stats(it->cons, &cs);
+	return cs.dead;
 }
 
 /* ---- loop wiring ---- */
@@ -303,8 +358,7 @@ int intents_start(struct intents **out, const struct intents_ctx *ctx, char *err
 			     on_conn_state, it);
 	struct q_relay_ops ops = { relay_fetch, relay_published };
 	it->relay = q_relay_new(ctx->base, it->pub, &it->keys, cfg->queue_stream_maxlen, &ops, it);
-	struct q_consumer_cfg cc = { it->consumer, cfg->queue_claim_idle_ms,
-				     cfg->queue_max_deliveries, cfg->queue_block_ms,
+	struct q_consumer_cfg cc = { it->consumer, cfg->queue_claim_idle_ms, cfg->queue_block_ms,
 				     cfg->queue_stream_maxlen };
 	it->cons = q_consumer_new(ctx->base, it->pub, it->sub, &it->keys, &cc, on_delivery, it);
 	it->flush = evtimer_new(ctx->base, on_flush, it);

@@ -35,7 +35,9 @@ void intents_stop(struct intents *it);
 
 /* Answer of an intent handler: rc 0 once the intent's outcome is durably recorded (the entry
  * is then acknowledged); GWB_ENOTFOUND when it can never be handled (dead-lettered); any other
- * negative error to have it delivered again later. */
+ * negative error to have it delivered again later: such a failed attempt is counted in SQLite
+ * (table intent_failures) and the intent is dead-lettered at queue.max_failures of them. How
+ * often an intent was delivered (restarts, claims) never counts. */
 typedef void (*intents_done_fn)(void *ctx, int rc);
 /* Handles one intent (in is valid during the call only). done(ctx, rc) must be called exactly
  * once, possibly before this returns. The same intent may arrive again after a crash or a
@@ -45,5 +47,17 @@ typedef void (*intents_handler_fn)(void *arg, const struct q_intent *in, intents
 /* Replaces the built-in handler (fn NULL restores it). Intents whose outcome is already
  * recorded are acknowledged without reaching fn. */
 void intents_set_handler(struct intents *it, intents_handler_fn fn, void *arg);
+
+/* How many more intents the plugged-in handler can start now (<= 0: none), given that it
+ * holds held of them (handed over, not yet answered). */
+typedef int (*intents_capacity_fn)(void *arg, int held);
+/* Back-pressure: the consumer reads no more intents than fn allows, so the rest wait in the
+ * stream as new entries (fn NULL: only the consumer's own cap). */
+void intents_set_capacity(struct intents *it, intents_capacity_fn fn, void *arg);
+/* The handler's capacity grew: reading resumes at the loop's next turn, never inside this
+ * call. Accepts NULL. */
+void intents_poke(struct intents *it);
+/* Entries moved to the dead-letter stream since the start. */
+int64_t intents_dead_lettered(const struct intents *it);
 
 #endif

@@ -1,6 +1,7 @@
 /* gwb-server: loads the configuration, opens the store, and runs the one event loop that
  * serves the HTTP API and (through the modules it starts) the queue and the cluster side. */
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <openssl/sha.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/http.h"
+#include "server/kube.h"
 #include "server/intents.h"
 #include "server/reconciler.h"
 #include "server/server.h"
@@ -111,6 +113,35 @@ static void on_intent(void *arg, const struct q_intent *in, intents_done_fn done
 	reconciler_intent(arg, in->kind, in->task, done, ctx);
 }
 
+/* Back-pressure: the consumer takes no more intents than the Kubernetes client has room
+ * for, and reads again when requests end. The reconciler starts an intent's request at its
+ * next safe point, so room alone can lag behind what was just handed over: the intents held
+ * are capped by the same window too. */
+static int on_intent_capacity(void *arg, int held)
+{
+	struct kube *k = reconciler_kube(arg);
+	int room = kube_room(k), left = kube_window(k) - held;
+	return room < left ? room : left;
+}
+
+static void on_kube_room(void *arg)
+{
+	intents_poke(arg);
+}
+
+/* /metrics of the modules that the API does not see: the Kubernetes client's flow and the
+ * queue's dead letters. */
+static void write_metrics(void *arg, struct evbuffer *out)
+{
+	struct server *srv = arg;
+	if (srv->recon)
+		kube_metrics_write(reconciler_kube(srv->recon), out);
+	if (srv->intents)
+		evbuffer_add_printf(out, "# TYPE gwb_intents_dead_lettered_total counter\n"
+					 "gwb_intents_dead_lettered_total %lld\n",
+				    (long long)intents_dead_lettered(srv->intents));
+}
+
 /* Without a queue, a submission or cancel goes straight to the reconciler. */
 static void on_task_changed(void *arg, const char *task_id)
 {
@@ -123,9 +154,14 @@ static void on_task_changed(void *arg, const char *task_id)
  * the queue's built-in handler); without Redis, the API tells the reconciler directly. */
 static void bind_intents(struct server *srv)
 {
+	srv->api.metrics = write_metrics;
+	srv->api.metrics_arg = srv;
 	if (srv->intents) {
-		if (srv->recon)
+		if (srv->recon) {
 			intents_set_handler(srv->intents, on_intent, srv->recon);
+			intents_set_capacity(srv->intents, on_intent_capacity, srv->recon);
+			kube_on_room(reconciler_kube(srv->recon), on_kube_room, srv->intents);
+		}
 		srv->api.task_changed = NULL;
 	} else {
 		srv->api.task_changed = on_task_changed;
@@ -192,6 +228,9 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: kubernetes: %s\n", err);
 		return 2;
 	}
+	if (srv->recon)
+		kube_set_flow(reconciler_kube(srv->recon), (int)cfg->kube_max_inflight,
+			      (double)cfg->kube_qps, (int)cfg->kube_burst);
 	if (rc == 1)
 		log_warn("server", "no_kubernetes", "hint=%s",
 			 log_q("set GWB_KUBE_SERVER or a kubeconfig to run tasks on a cluster"));

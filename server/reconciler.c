@@ -115,6 +115,11 @@ static void diagnose(struct reconciler *r, struct task *t)
 static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 {
 	int has_queue = r->c.has_queue;
+	/* An overdue intent is taken only while the API client has room, so a backlog older
+	 * than the grace waits in the stream (its intents come in turn), not in the client's
+	 * queue. */
+	if (has_queue && kube_room(r->kube) <= 0)
+		return 0;
 	if (!decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms, now))
 		return 0;
 	task_set_state(t, TASK_CREATING);
@@ -233,6 +238,11 @@ out:
 int reconciler_fresh(const struct reconciler *r)
 {
 	return picture_fresh(r->pic);
+}
+
+struct kube *reconciler_kube(struct reconciler *r)
+{
+	return r->kube;
 }
 
 int reconciler_reachable(const struct reconciler *r)

@@ -15,6 +15,7 @@
 #include "server/store.h"
 
 struct reconciler;
+struct kube;
 
 /* What the reconciler needs; copied by reconciler_new, pointers borrowed for its life. */
 struct reconciler_ctx {
@@ -54,6 +55,9 @@ void reconciler_kick(struct reconciler *r, const char *task_id);
 int reconciler_fresh(const struct reconciler *r);
 /* 1 unless the last Kubernetes request that ended could not reach the API server. */
 int reconciler_reachable(const struct reconciler *r);
+
+/* The reconciler's Kubernetes client (for its flow settings, room and metrics); owned by r. */
+struct kube *reconciler_kube(struct reconciler *r);
 
 /* GET /v1/devices: every card with totals, health, allocated, free and the tasks on it, and
  * whether the picture is fresh. Returns a new reference. */

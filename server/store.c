@@ -88,6 +88,14 @@ static const char *const migrations[] = {
 	/* 3: the reconciler's pass finds its tasks through indexes, whatever the history holds:
 	 * unreleased reservations, and tasks by state (tasks_state, from 1). */
 	"CREATE INDEX reservations_unreleased ON reservations(task_id) WHERE released = 0;",
+	/* 4: failed attempts at handling an intent, next to its outcome. Only these make an
+	 * intent dead: deliveries count restarts and claims, which say nothing about it. */
+	"CREATE TABLE intent_failures ("
+	"  intent_id INTEGER PRIMARY KEY,"
+	"  task_id TEXT NOT NULL,"
+	"  failures INTEGER NOT NULL,"
+	"  last_error TEXT,"
+	"  updated_at INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

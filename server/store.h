@@ -153,6 +153,12 @@ int store_intent_outcome_exists(struct store *s, int64_t intent_id);
 int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const char *outcome,
 			     int64_t now_ms);
 
+/* Counts one failed attempt at handling the intent (error: why, copied) and sets *failures to
+ * the attempts failed so far, this one included. 0, or GWB_EBUSY / GWB_EDB (nothing counted,
+ * *failures untouched). */
+int store_intent_failure_add(struct store *s, const struct intent_rx *rx, const char *error,
+			     int64_t now_ms, int64_t *failures);
+
 /* Requests the cancel of task id, durably: state "cancelling", cancel_requested_at, an outbox
  * row of kind "cancel" and a task event, in one transaction. A task that is not cancellable
  * (already cancelling, or final) is left as it is. *state receives the task's state

@@ -153,6 +153,31 @@ int store_intent_outcome_add(struct store *s, const struct intent_rx *rx, const 
 	return rc < 0 ? rc : 0;
 }
 
+int store_intent_failure_add(struct store *s, const struct intent_rx *rx, const char *error,
+			     int64_t now_ms, int64_t *failures)
+{
+	/* One statement: atomic on its own, so no transaction of ours is needed around it. */
+	sqlite3_stmt *st = store_stmt(
+		s, "INSERT INTO intent_failures (intent_id, task_id, failures, last_error, "
+		   "updated_at) VALUES (?1, ?2, 1, ?3, ?4) ON CONFLICT (intent_id) DO UPDATE SET "
+		   "failures = failures + 1, last_error = ?3, updated_at = ?4 RETURNING failures");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, rx->intent_id);
+	store_bind_text(st, 2, rx->task);
+	store_bind_text(st, 3, error);
+	sqlite3_bind_int64(st, 4, now_ms);
+	int rc = sqlite3_step(st);
+	int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	if (rc == SQLITE_ROW)
+		rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return rc == SQLITE_BUSY ? GWB_EBUSY : GWB_EDB;
+	*failures = n;
+	return 0;
+}
+
 static int set_state(struct store *s, const char *id, enum task_state from, enum task_state to,
 		     int64_t now_ms)
 {

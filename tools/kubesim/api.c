@@ -1265,6 +1265,8 @@ static void method_not_allowed(struct hreq *h)
 void api_handle(struct hreq *h, void *arg)
 {
 	(void)arg;
+	if (faults_throttle(h->ks->faults, h))
+		return;
 	if (discovery_handle(h))
 		return;
 	struct route rt;

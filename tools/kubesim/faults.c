@@ -6,7 +6,11 @@
  *   PUT    /_kubesim/faults          set fields (absent fields keep their value):
  *            {"api": "ok"|"refuse"|"hang", "api_for_ms": N, "slow_ms": N,
  *             "withhold_create": {"resource": "jobs"|"*", "count": N},
- *             "stuck_terminating": ["ns/name"|"*", ...]}
+ *             "stuck_terminating": ["ns/name"|"*", ...],
+ *             "throttle": {"count": N, "retry_after_s": S}}
+ *            throttle: the next N API requests other than watches are answered 429
+ *            TooManyRequests with Retry-After: S (as the API server's priority and
+ *            fairness does), and nothing is done for them
  *   DELETE /_kubesim/faults          clear every fault
  *   POST   /_kubesim/actions/orphan-job     {"namespace": ns, "name": job}
  *   POST   /_kubesim/actions/device-health  {"node": n, "minor": m, "healthy": b, "xid": x}
@@ -42,6 +46,7 @@ struct faults {
 	long withhold_count;
 	int nstuck;
 	char stuck[MAX_STUCK][512];
+	long throttle_count, throttle_retry_after_s;
 };
 
 static const char *mode_name(enum api_mode m)
@@ -106,17 +111,38 @@ int faults_pod_stuck(const struct faults *f, const json_t *pod)
 	return 0;
 }
 
+int faults_throttle(struct faults *f, struct hreq *h)
+{
+	const char *watch = http_query(h, "watch");
+	if (f->throttle_count <= 0 || (watch && (!strcmp(watch, "1") || !strcmp(watch, "true"))))
+		return 0;
+	f->throttle_count--;
+	char ra[24];
+	snprintf(ra, sizeof ra, "%ld", f->throttle_retry_after_s);
+	http_header_add(h, "Retry-After", ra);
+	struct kerr e = { 0 };
+	kerr_set(&e, 429, "TooManyRequests", "too many requests, please try again later");
+	log_info("faults", "throttled", "method=%s path=%s left=%ld", h->method, log_q(h->path),
+		 f->throttle_count);
+	http_reply_kerr(h, &e);
+	kerr_clear(&e);
+	return 1;
+}
+
 static json_t *state_doc(const struct faults *f)
 {
 	json_t *stuck = json_array();
 	for (int i = 0; i < f->nstuck; i++)
 		json_array_append_new(stuck, json_string(f->stuck[i]));
 	int64_t left = f->api_until_ms ? f->api_until_ms - clock_now_ms() : 0;
-	return json_pack("{s:s, s:I, s:I, s:{s:s, s:I}, s:o, s:i}", "api", mode_name(f->api),
-			 "api_for_ms", (json_int_t)(left > 0 ? left : 0), "slow_ms",
-			 (json_int_t)f->slow_ms, "withhold_create", "resource", f->withhold_res,
-			 "count", (json_int_t)f->withhold_count, "stuck_terminating", stuck,
-			 "parked_requests", http_parked_count(f->ks->http));
+	return json_pack("{s:s, s:I, s:I, s:{s:s, s:I}, s:o, s:i, s:{s:I, s:I}}", "api",
+			 mode_name(f->api), "api_for_ms", (json_int_t)(left > 0 ? left : 0),
+			 "slow_ms", (json_int_t)f->slow_ms, "withhold_create", "resource",
+			 f->withhold_res, "count", (json_int_t)f->withhold_count,
+			 "stuck_terminating", stuck, "parked_requests",
+			 http_parked_count(f->ks->http), "throttle", "count",
+			 (json_int_t)f->throttle_count, "retry_after_s",
+			 (json_int_t)f->throttle_retry_after_s);
 }
 
 static void reply_error(struct hreq *h, int code, const char *msg)
@@ -136,6 +162,7 @@ static void clear_all(struct faults *f)
 	f->withhold_res[0] = '\0';
 	f->withhold_count = 0;
 	f->nstuck = 0;
+	f->throttle_count = 0;
 	ks_kick(f->ks);
 	log_info("faults", "cleared", "what=%s", "all");
 }
@@ -152,7 +179,8 @@ static int apply(struct faults *f, const json_t *doc, char *msg, size_t len)
 	json_object_foreach((json_t *)doc, k, v)
 	{
 		if (strcmp(k, "api") && strcmp(k, "api_for_ms") && strcmp(k, "slow_ms") &&
-		    strcmp(k, "withhold_create") && strcmp(k, "stuck_terminating")) {
+		    strcmp(k, "withhold_create") && strcmp(k, "stuck_terminating") &&
+		    strcmp(k, "throttle")) {
 			snprintf(msg, len, "unknown field %s", k);
 			return -1;
 		}
@@ -200,6 +228,19 @@ static int apply(struct faults *f, const json_t *doc, char *msg, size_t len)
 		}
 		snprintf(f->withhold_res, sizeof f->withhold_res, "%s", res);
 		f->withhold_count = (long)json_integer_value(count);
+	}
+	json_t *th = json_object_get(doc, "throttle");
+	if (th) {
+		json_t *count = json_object_get(th, "count");
+		json_t *ra = json_object_get(th, "retry_after_s");
+		if (!json_is_integer(count) || json_integer_value(count) < 0 ||
+		    (ra && (!json_is_integer(ra) || json_integer_value(ra) < 0 ||
+			    json_integer_value(ra) > 3600))) {
+			snprintf(msg, len, "throttle needs count >= 0 and retry_after_s in [0, 3600]");
+			return -1;
+		}
+		f->throttle_count = (long)json_integer_value(count);
+		f->throttle_retry_after_s = ra ? (long)json_integer_value(ra) : 1;
 	}
 	json_t *st = json_object_get(doc, "stuck_terminating");
 	if (st) {

@@ -23,6 +23,9 @@ void faults_handle(struct hreq *h, void *arg);
 int faults_withhold_answer(struct faults *f, const char *verb, const struct res_def *r);
 /* Returns 1 when the kubelet must ignore the deletion of this pod (stuck Terminating). */
 int faults_pod_stuck(const struct faults *f, const json_t *pod);
+/* Answers h with 429 and Retry-After, and returns 1, while the throttle fault has requests
+ * left (watches pass); 0 otherwise. */
+int faults_throttle(struct faults *f, struct hreq *h);
 /* Expires faults set with a duration. Called from the housekeeping timer. */
 void faults_tick(struct faults *f);
 

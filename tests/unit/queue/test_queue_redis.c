@@ -343,7 +343,7 @@ static void handler(void *arg, struct q_delivery *d)
 
 static struct q_consumer *start_consumer(struct loop *l, const struct h_redis *r,
 					 struct q_conn **cmd, struct q_conn **rd,
-					 int64_t claim_idle, int64_t max_deliv, struct seen *s)
+					 int64_t claim_idle, struct seen *s)
 {
 	struct q_addr a;
 	char err[160];
@@ -352,7 +352,7 @@ static struct q_consumer *start_consumer(struct loop *l, const struct h_redis *r
 	*rd = q_conn_new(l->base, &a, "rd", 2000, NULL, NULL);
 	struct q_keys keys;
 	q_keys_init(&keys, "gwb");
-	struct q_consumer_cfg cfg = { "me", claim_idle, max_deliv, 100, 1000 };
+	struct q_consumer_cfg cfg = { "me", claim_idle, 100, 1000 };
 	struct q_consumer *c = q_consumer_new(l->base, *cmd, *rd, &keys, &cfg, handler, s);
 	l->cons = c;
 	q_conn_start(*cmd);
@@ -386,7 +386,7 @@ TEST_T(queue_consumer_own_pending_then_claimed_then_new, 30)
 	memset(&s, 0, sizeof s);
 	s.answer = Q_ACK;
 	struct q_conn *cmd, *rd;
-	struct q_consumer *c = start_consumer(&l, &r, &cmd, &rd, 100, 5, &s);
+	struct q_consumer *c = start_consumer(&l, &r, &cmd, &rd, 100, &s);
 	RUN_UNTIL(&l, s.n == 3, 5000, "handled %d of 3", s.n);
 	CHECK_STR(s.ids[0], own);
 	CHECK_INT(s.counts[0], 2);
@@ -410,7 +410,7 @@ TEST_T(queue_consumer_own_pending_then_claimed_then_new, 30)
 	loop_free(&l);
 }
 
-TEST_T(queue_consumer_retries_then_dead_letters, 30)
+TEST_T(queue_consumer_redeliveries_never_dead_letter, 30)
 {
 	struct h_redis r;
 	h_redis_start(&r);
@@ -421,32 +421,26 @@ TEST_T(queue_consumer_retries_then_dead_letters, 30)
 	memset(&s, 0, sizeof s);
 	s.answer = Q_RETRY;
 	struct q_conn *cmd, *rd;
-	struct q_consumer *c = start_consumer(&l, &r, &cmd, &rd, 100, 2, &s);
+	struct q_consumer *c = start_consumer(&l, &r, &cmd, &rd, 100, &s);
 	RUN_UNTIL(&l, rint_(sc, "EXISTS gwb:intents") == 1, 3000, "no MKSTREAM");
 	char id[64];
 	add_entry(sc, 7, id);
-	/* Delivered (1), retried by the sweep (2), then over the limit (3): dead. */
-	RUN_UNTIL(&l, rint_(sc, "XLEN gwb:intents:dead") == 1, 10000, "not dead-lettered");
-	CHECK_INT(s.n, 2);
-	CHECK_INT(s.counts[0], 1);
-	CHECK_INT(s.counts[1], 2);
-	redisReply *x = redisCommand(sc, "XRANGE gwb:intents:dead - +");
-	const redisReply *fv = x->element[0]->element[1];
-	int reason_ok = 0, source_ok = 0;
-	for (size_t i = 0; i + 1 < fv->elements; i += 2) {
-		if (strcmp(fv->element[i]->str, "reason") == 0)
-			reason_ok = strcmp(fv->element[i + 1]->str, "delivered 3 times (max 2)") == 0;
-		if (strcmp(fv->element[i]->str, "source_id") == 0)
-			source_ok = strcmp(fv->element[i + 1]->str, id) == 0;
-	}
-	freeReplyObject(x);
-	CHECK(reason_ok && source_ok);
-	RUN_UNTIL(&l, rint_(sc, "XPENDING gwb:intents reconcilers") == 0, 3000, "not acked");
+	/* Delivered, then again and again by the sweep: the count grows, nothing goes dead. */
+	RUN_UNTIL(&l, s.n >= 6, 10000, "delivered %d times", s.n);
+	for (int i = 0; i < 6; i++)
+		CHECK_INT(s.counts[i], i + 1);
+	CHECK_INT(rint_(sc, "XLEN gwb:intents:dead"), 0);
+	/* The handler succeeds at last: acknowledged. */
+	s.answer = Q_ACK;
+	RUN_UNTIL(&l, rint_(sc, "XPENDING gwb:intents reconcilers") == 0, 5000, "not acked");
+	CHECK_INT(rint_(sc, "XLEN gwb:intents:dead"), 0);
 
-	/* A handler's own Q_DEAD carries its reason. */
+	/* Only a handler's own Q_DEAD makes a valid entry dead, with its reason. */
 	s.answer = Q_DEAD;
 	add_entry(sc, 8, id);
-	RUN_UNTIL(&l, rint_(sc, "XLEN gwb:intents:dead") == 2, 5000, "not dead-lettered");
+	RUN_UNTIL(&l, rint_(sc, "XLEN gwb:intents:dead") == 1, 5000, "not dead-lettered");
+	redisReply *x;
+	const redisReply *fv;
 	x = redisCommand(sc, "XREVRANGE gwb:intents:dead + - COUNT 1");
 	fv = x->element[0]->element[1];
 	int found = 0;
@@ -455,6 +449,97 @@ TEST_T(queue_consumer_retries_then_dead_letters, 30)
 			 strcmp(fv->element[i + 1]->str, "handler said no") == 0;
 	freeReplyObject(x);
 	CHECK(found);
+	q_conn_free(cmd);
+	q_conn_free(rd);
+	q_consumer_free(c);
+	loop_free(&l);
+}
+
+/* Runs the loop for about ms (several of the consumer's blocking reads). */
+static void run_for(struct loop *l, int64_t ms)
+{
+	int64_t end = clock_mono_ms() + ms;
+	while (clock_mono_ms() < end)
+		event_base_loop(l->base, EVLOOP_ONCE);
+}
+
+/* A handler that holds its deliveries, with a capacity the test sets. */
+struct holder {
+	struct q_delivery *held[64];
+	int n;
+	int capacity;
+};
+
+static void hold_handler(void *arg, struct q_delivery *d)
+{
+	struct holder *h = arg;
+	CHECK(h->n < 64);
+	h->held[h->n++] = d;
+}
+
+static int hold_capacity(void *arg)
+{
+	struct holder *h = arg;
+	return h->capacity - h->n;
+}
+
+TEST_T(queue_consumer_takes_no_more_than_capacity, 30)
+{
+	struct h_redis r;
+	h_redis_start(&r);
+	redisContext *sc = sync_open(&r);
+	freeReplyObject(redisCommand(sc, "XGROUP CREATE gwb:intents reconcilers 0 MKSTREAM"));
+	char id[64];
+	for (int i = 0; i < 20; i++)
+		add_entry(sc, 100 + i, id);
+	struct loop l;
+	loop_init(&l);
+	static struct holder h;
+	memset(&h, 0, sizeof h);
+	h.capacity = 3;
+	struct q_addr a;
+	char err[160];
+	CHECK_INT(q_addr_parse(r.url, &a, err, sizeof err), 0);
+	struct q_conn *cmd = q_conn_new(l.base, &a, "cmd", 2000, NULL, NULL);
+	struct q_conn *rd = q_conn_new(l.base, &a, "rd", 2000, NULL, NULL);
+	struct q_keys keys;
+	q_keys_init(&keys, "gwb");
+	struct q_consumer_cfg cfg = { "me", 60000, 50, 1000 };
+	struct q_consumer *c = q_consumer_new(l.base, cmd, rd, &keys, &cfg, hold_handler, &h);
+	q_consumer_set_capacity(c, hold_capacity, &h);
+	l.cons = c;
+	q_conn_start(cmd);
+	q_conn_start(rd);
+	RUN_UNTIL(&l, q_conn_state(cmd) == Q_CONN_CONNECTED && q_conn_state(rd) == Q_CONN_CONNECTED,
+		  5000, "never connected");
+	q_consumer_on_conn(c);
+	struct q_consumer_stats st;
+	RUN_UNTIL(&l, (q_consumer_stats(c, &st), st.state == Q_CONS_LIVE), 5000, "not live");
+	RUN_UNTIL(&l, h.n == 3, 5000, "handed %d", h.n);
+	/* Several blocking reads later, still 3 handed out and 3 pending: 17 wait as new. */
+	run_for(&l, 300);
+	CHECK_INT(h.n, 3);
+	CHECK_INT(rint_(sc, "XPENDING gwb:intents reconcilers"), 3);
+	/* Two answered and capacity up to 5 (held 1): up to 4 more, after a poke. */
+	q_delivery_done(h.held[0], Q_ACK, NULL);
+	q_delivery_done(h.held[1], Q_ACK, NULL);
+	h.held[0] = h.held[2];
+	h.n = 1;
+	h.capacity = 5;
+	q_consumer_poke(c);
+	RUN_UNTIL(&l, h.n == 5, 5000, "handed %d", h.n);
+	run_for(&l, 300);
+	CHECK_INT(h.n, 5);
+	RUN_UNTIL(&l, rint_(sc, "XPENDING gwb:intents reconcilers") == 5, 3000, "pending");
+	for (int i = 0; i < h.n; i++)
+		q_delivery_done(h.held[i], Q_ACK, NULL);
+	h.n = 0;
+	h.capacity = 64;
+	q_consumer_poke(c);
+	RUN_UNTIL(&l, h.n == 13, 5000, "handed %d of the last 13", h.n);
+	for (int i = 0; i < h.n; i++)
+		q_delivery_done(h.held[i], Q_ACK, NULL);
+	RUN_UNTIL(&l, rint_(sc, "XPENDING gwb:intents reconcilers") == 0, 3000, "not acked");
 	q_conn_free(cmd);
 	q_conn_free(rd);
 	q_consumer_free(c);
@@ -471,7 +556,7 @@ TEST_T(queue_consumer_recreates_group_after_redis_loses_it, 30)
 	memset(&s, 0, sizeof s);
 	s.answer = Q_ACK;
 	struct q_conn *cmd, *rd;
-	struct q_consumer *c = start_consumer(&l, &r, &cmd, &rd, 1000, 5, &s);
+	struct q_consumer *c = start_consumer(&l, &r, &cmd, &rd, 1000, &s);
 	redisContext *sc = sync_open(&r);
 	RUN_UNTIL(&l, rint_(sc, "EXISTS gwb:intents") == 1, 3000, "no MKSTREAM");
 	/* The stream and its group vanish under a live consumer (FLUSHALL, a failover...). */
