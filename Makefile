@@ -19,8 +19,10 @@ SAN      ?=
 WERROR   ?=
 
 CPPFLAGS += -D_GNU_SOURCE -I. -MMD -MP
-CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+# OPT is the optimisation level; CFLAGS given on the command line would replace every flag
+# below (make's command-line variables win over +=), so builds choose OPT instead.
+OPT      ?= -O2 -g
+CFLAGS   += $(OPT) -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wformat=2 -Wvla -Wno-format-nonliteral -Wno-format-truncation -fno-omit-frame-pointer \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
@@ -109,7 +111,7 @@ test:
 # The sanitizer build lives apart from the normal one so both stay usable.
 check: lint
 	@tools/deps.sh
-	$(MAKE) BUILD=build/check BIN=build/check/bin SAN=address,undefined WERROR=1 CFLAGS='-O1 -g' all
+	$(MAKE) BUILD=build/check BIN=build/check/bin SAN=address,undefined WERROR=1 OPT='-O1 -g' all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  GWB_BIN=$(abspath build/check/bin) tests/run.sh '$(T)'
 

@@ -40,6 +40,7 @@ static int v_keypart(const struct setting *s, const char *v, char *why, size_t l
 
 static const char *const modes[] = { "sim", "kube", NULL };
 static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+static const char *const strategies[] = { "LeastAllocated", "MostAllocated", NULL };
 
 #define STR(field) T_STR, offsetof(struct gwb_config, field), sizeof(((struct gwb_config *)0)->field)
 #define INT(field) T_INT, offsetof(struct gwb_config, field), 0
@@ -91,6 +92,10 @@ static const struct setting settings[] = {
 	  "sim (kubesim) or kube (a real cluster), as reported by /v1/info" },
 	{ "log.level", "GWB_LOG_LEVEL", ENUM(log_level), "info", 0, 0, levels, NULL,
 	  "debug, info, warn or error" },
+	{ "predict.strategy", "GWB_PREDICT_STRATEGY", ENUM(predict_strategy), "LeastAllocated", 0,
+	  0, strategies, NULL,
+	  "the DeviceShare scoring strategy the dry run predicts with (LeastAllocated, as "
+	  "Koordinator's chart sets it, or MostAllocated): set it as the scheduler is set" },
 	{ "http.max_body_bytes", "GWB_HTTP_MAX_BODY_BYTES", INT(http_max_body_bytes), "65536",
 	  256, 16 << 20, NULL, NULL, "request bodies above this are refused with 413" },
 	{ "http.max_header_bytes", "GWB_HTTP_MAX_HEADER_BYTES", INT(http_max_header_bytes),

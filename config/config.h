@@ -31,6 +31,7 @@ struct gwb_config {
 	char admin_token[CONFIG_STR_MAX];   /* administrator bearer token; "" = no admin */
 	char mode[8];                       /* "sim" (kubesim) or "kube" (a real cluster) */
 	char log_level[8];
+	char predict_strategy[16];          /* "LeastAllocated" | "MostAllocated" */
 	int64_t http_max_body_bytes;        /* request bodies above this get 413 */
 	int64_t http_max_header_bytes;
 	int64_t http_timeout_seconds;       /* idle/read time-out of one HTTP connection */

@@ -13,6 +13,7 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/http.h"
+#include "server/diagnose.h"
 #include "server/reconciler.h"
 
 /* Validation ranges of a submission (API.md). */
@@ -165,8 +166,79 @@ static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
 	}
 }
 
+/* A submission takes one query parameter, dry_run=true|false. Returns 1 for a dry run, 0 for
+ * a submission, or -1 after replying 400 (an unknown parameter is refused rather than
+ * ignored, so a mistyped dry run never creates a task). */
+static int submit_query(struct req *r)
+{
+	int dry = 0;
+	for (struct evkeyval *kv = r->query.tqh_first; kv; kv = kv->next.tqe_next) {
+		if (strcmp(kv->key, "dry_run") != 0) {
+			http_reply_invalid_field(r, kv->key, "unknown query parameter");
+			return -1;
+		}
+		if (strcmp(kv->value, "true") == 0) {
+			dry = 1;
+		} else if (strcmp(kv->value, "false") == 0) {
+			dry = 0;
+		} else {
+			http_reply_invalid_field(r, "dry_run", "must be true or false");
+			return -1;
+		}
+	}
+	return dry;
+}
+
+static int64_t pair_get(const json_t *o, const char *part, const char *key)
+{
+	return json_integer_value(json_object_get(json_object_get(o, part), key));
+}
+
+/* POST /v1/tasks?dry_run=true: what a submission would get now, written nowhere. */
+static void dry_run(struct req *r, const struct task_req *q)
+{
+	json_t *team = store_team_json(r->api->store, q->team);
+	if (!team)
+		return http_reply_error(r, 404, "team_not_found", "no such team",
+					json_pack("{s:s}", "team", q->team));
+	int64_t qm = pair_get(team, "quota", "gpu_memory_mib");
+	int64_t qc = pair_get(team, "quota", "gpu_core_percent");
+	int64_t rm = pair_get(team, "reserved", "gpu_memory_mib");
+	int64_t rc = pair_get(team, "reserved", "gpu_core_percent");
+	json_decref(team);
+	int64_t mem = q->gpu_memory_mib * q->gpu_count, core = q->gpu_core_percent * q->gpu_count;
+	int admitted = rm + mem <= qm && rc + core <= qc;
+	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", admitted, "requested",
+				  pair(mem, core), "reserved", pair(rm, rc), "quota", pair(qm, qc));
+	if (!admitted)
+		json_object_set_new(quota, "code", json_string("quota_exceeded"));
+	const char *strategy = r->api->cfg->predict_strategy;
+	json_t *basis = json_pack("{s:b, s:s}", "picture_fresh", 0, "strategy", strategy);
+	json_t *placement = json_null();
+	if (admitted && r->api->recon) {
+		struct diag_req dr = { "(dry run)", q->gpu_memory_mib, q->gpu_core_percent,
+				       q->gpu_count, rm, qm, rc, qc };
+		int fresh = 0;
+		json_decref(placement);
+		placement = reconciler_predict(r->api->recon, &dr, strategy, &fresh);
+		json_object_set_new(basis, "picture_fresh", json_boolean(fresh));
+		if (!fresh)
+			json_object_set_new(basis, "note",
+					    json_string("the card picture is stale (the API server is "
+							"away): the placement may be out of date"));
+	} else if (admitted) {
+		json_object_set_new(basis, "note",
+				    json_string("no Kubernetes API is configured: no placement"));
+	}
+	http_reply_json(r, 200, json_pack("{s:b, s:o, s:o, s:o}", "dry_run", 1, "quota", quota,
+					  "placement", placement, "basis", basis));
+}
+
 void api_tasks_submit(struct req *r)
 {
+	int dry = submit_query(r);
+	if (dry < 0)
+		return;
 	const char *key = http_header(r, "Idempotency-Key");
 	if (key && !valid_key(key))
 		return http_reply_invalid_field(r, "Idempotency-Key",
@@ -179,6 +251,10 @@ void api_tasks_submit(struct req *r)
 		goto out;
 	if (!http_may_act_on(r, q.team))
 		goto out;
+	if (dry) {
+		dry_run(r, &q); /* consumes no Idempotency-Key and writes nothing */
+		goto out;
+	}
 	char fp[65];
 	fingerprint(&q, fp);
 	struct submit_result res;

@@ -297,8 +297,9 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 			snprintf(summary, sizeof summary,
 				 "%s could hold %lld MiB / %lld%% but is unhealthy (%s); the task runs "
 				 "once that card is healthy again, or once a healthy card has that much "
-				 "free (%s).",
-				 name, mem, core, sick_card->health_reason, frees[0] ? frees : "none is healthy");
+				 "room (now: %s).",
+				 name, mem, core, sick_card->health_reason,
+				 frees[0] ? frees : "none is healthy");
 		} else {
 			snprintf(summary, sizeof summary,
 				 "Only unhealthy cards are large enough for %lld MiB / %lld%% %s; the "

@@ -92,9 +92,16 @@ static void observe_pod(struct task *t, const json_t *pod)
 	TASK_SET_TEXT(t, pending_message, st && strcmp(st, "False") == 0 ? msg : "");
 }
 
-/* The state a live Job shows: finished, running (its newest Pod runs) or pending. */
+/* The state a live Job shows: finished, running (its newest Pod runs) or pending. A finished
+ * Job's task becomes final only once its Pods are seen terminal too: the Jobs and the Pods
+ * come on two watch streams, and the Job's condition can arrive before the Pod's exit code,
+ * which the final task must show. */
 static void observe_job(struct task *t, const struct recon_view *v)
 {
+	int finished = kobj_condition_true(v->job, "Complete") ||
+		       kobj_condition_true(v->job, "Failed");
+	if (finished && !v->all_terminal)
+		return;
 	if (kobj_condition_true(v->job, "Complete")) {
 		task_set_state(t, TASK_SUCCEEDED);
 	} else if (kobj_condition_true(v->job, "Failed")) {

@@ -14,10 +14,12 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/jsonx.h"
+#include "lib/kobj.h"
 #include "lib/log.h"
 #include "server/diagnose.h"
 #include "server/kube.h"
 #include "server/kubeconfig.h"
+#include "server/predict.h"
 #include "server/recon_decide.h"
 #include "server/recon_ops.h"
 #include "server/recon_picture.h"
@@ -265,6 +267,63 @@ json_t *reconciler_devices_json(struct reconciler *r)
 				"allocated comes from the scheduler's device-allocated annotations "
 				"of gwb Pods; it is a budget, not a measurement");
 	gwb_free(cards);
+	return out;
+}
+
+/* When task id is due to end: its newest Pod's container start (or the Pod's start) plus the
+ * task's duration, in wall-clock ms; 0 when not known. */
+static int64_t due_ms(struct reconciler *r, const char *id)
+{
+	struct task *t = gwb_malloc(sizeof *t);
+	int64_t due = 0;
+	if (store_task_load(r->c.store, id, t) == 0) {
+		struct recon_view v;
+		picture_view(r->pic, t, &v);
+		const json_t *pod = v.newest;
+		json_t *cs = json_array_get(kobj_path(pod, "status", "containerStatuses"), 0);
+		const char *started = kobj_str(kobj_path(cs, "state", "running"), "startedAt");
+		if (!started)
+			started = kobj_pstr(pod, "status", "startTime");
+		int64_t at;
+		if (started && clock_parse_rfc3339(started, &at) == 0)
+			due = at + t->duration_seconds * 1000;
+		recon_view_clear(&v);
+	}
+	gwb_free(t);
+	return due;
+}
+
+json_t *reconciler_predict(struct reconciler *r, const struct diag_req *req, const char *strategy,
+			   int *fresh)
+{
+	enum predict_strategy s = PREDICT_LEAST_ALLOCATED;
+	predict_strategy_parse(strategy, &s);
+	struct diag_cards *cards = gwb_malloc(sizeof *cards);
+	diag_cards_build(cards, picture_devices(r->pic), picture_pods(r->pic));
+	json_t *out = predict_placement_json(cards, req, s);
+	gwb_free(cards);
+	*fresh = picture_cards_fresh(r->pic);
+	/* Each option's tasks, with when each is due to end. */
+	size_t i;
+	json_t *opt;
+	int64_t now = clock_now_ms();
+	json_array_foreach(json_object_get(out, "unblock"), i, opt) {
+		json_t *tasks = json_array();
+		size_t k;
+		json_t *id;
+		json_array_foreach(json_object_get(opt, "release_tasks"), k, id) {
+			int64_t due = due_ms(r, json_string_value(id));
+			char ts[40];
+			json_array_append_new(
+				tasks, json_pack("{s:O, s:o, s:o}", "task", id, "due_at",
+						 due ? json_string(clock_fmt_rfc3339(due, ts, sizeof ts))
+						     : json_null(),
+						 "due_in_seconds",
+						 due ? json_integer(due > now ? (due - now + 999) / 1000 : 0)
+						     : json_null()));
+		}
+		json_object_set_new(opt, "tasks", tasks);
+	}
 	return out;
 }
 

@@ -59,6 +59,15 @@ int reconciler_reachable(const struct reconciler *r);
 /* The reconciler's Kubernetes client (for its flow settings, room and metrics); owned by r. */
 struct kube *reconciler_kube(struct reconciler *r);
 
+struct diag_req;
+/* The dry run's placement from the current picture (see predict.h): {"outcome", "node",
+ * "cards", "tied_nodes", "diagnosis", "unblock"}, where each unblock option names the card,
+ * the running tasks to end and, for each, when it is due to end (the start of its Pod's
+ * container plus its duration; null when not known). *fresh is 1 when the card picture is
+ * fresh. Returns a new reference. */
+json_t *reconciler_predict(struct reconciler *r, const struct diag_req *req, const char *strategy,
+			   int *fresh);
+
 /* GET /v1/devices: every card with totals, health, allocated, free and the tasks on it, and
  * whether the picture is fresh. Returns a new reference. */
 json_t *reconciler_devices_json(struct reconciler *r);

@@ -744,6 +744,29 @@ TEST_T(gwbctl_devices_and_events_against_kubesim, 90)
 	CHECKF(has_line_with(out, "card ", " on colima-gwb"), "stdout: %s", out);
 	gwb_free(out);
 
+	/* submit --dry-run: the card the next task would get, and nothing written. */
+	j = ctl("alpha-tok-1", "submit --team alpha --mem 2048 --core 25 --dry-run", &code);
+	CHECK_INT(code, 0);
+	CHECK(json_is_true(json_object_get(j, "dry_run")));
+	CHECK_STR(jget(json_object_get(j, "placement"), "outcome"), "bind");
+	json_decref(j);
+	out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 2048 --core 25 --dry-run -o text",
+		      &code);
+	CHECK_INT(code, 0);
+	CHECKF(has_line_with(out, "quota:", "admitted") &&
+		       has_line_with(out, "placement: binds now on colima-gwb, card", NULL),
+	       "stdout: %s", out);
+	gwb_free(out);
+	/* The quota (4096 MiB, 1024 held) would refuse 4000 MiB more. */
+	out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 4000 --core 25 --dry-run -o name",
+		      &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(out, "refused\n");
+	gwb_free(out);
+	j = ctl("alpha-tok-1", "list --team alpha", &code);
+	CHECK_INT(json_array_size(json_object_get(j, "tasks")), 1);
+	json_decref(j);
+
 	/* events: the history, as JSON and as one line per event. */
 	snprintf(args, sizeof args, "events %s", id);
 	j = ctl("alpha-tok-1", args, &code);

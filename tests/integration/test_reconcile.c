@@ -25,10 +25,15 @@ struct stack {
 };
 
 /* kubesim (real worker) + gwb-server with a fast housekeeping tick; redis when with_redis. */
+/* Extra kubesim flags for the next stack_start (NULL-terminated), or NULL. */
+static const char *const *kubesim_flags;
+
 static void stack_start(struct stack *st, int with_redis, const char *const *extra_env)
 {
 	h_kubesim_init(&st->ks);
 	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
+		st->ks.args[i] = kubesim_flags[i];
 	h_kubesim_start(&st->ks);
 	h_server_init(&st->srv);
 	snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
@@ -673,4 +678,155 @@ TEST_T(recon_outage_slow_several_watch_renewals, 90)
 {
 	/* Slower than the request time-out (1 s): the cancel's PATCH has no known outcome. */
 	outage_case("{\"slow_ms\": 1500}", 5000, 0);
+}
+
+/* ---- prediction: the dry run against what kubesim's scheduler then does ---- */
+
+static json_t *dry_run(struct stack *st, int mem, int core)
+{
+	char body[256];
+	snprintf(body, sizeof body,
+		 "{\"team\": \"alpha\", \"gpu_memory_mib\": %d, \"gpu_core_percent\": %d, "
+		 "\"duration_seconds\": 120}",
+		 mem, core);
+	struct h_resp r;
+	h_req(&r, "POST", url(st), "/v1/tasks?dry_run=true", TOK, body, NULL);
+	CHECKF(r.status == 200, "dry run: %ld %s", r.status, r.body);
+	json_t *d = json_incref(r.json);
+	h_resp_free(&r);
+	return d;
+}
+
+/* Dry run, then submit the same task, and check the prediction against what happened: the
+ * card kubesim gave it, or Pending with the predicted kind. Returns the task id (static ring)
+ * and *placement (caller decrefs). */
+static const char *predict_then_submit(struct stack *st, int mem, int core, json_t **placement)
+{
+	json_t *d = dry_run(st, mem, core);
+	CHECK(json_is_true(jget(d, "quota.admitted")));
+	CHECK(json_is_true(jget(d, "basis.picture_fresh")));
+	json_t *p = json_incref(jget(d, "placement"));
+	json_decref(d);
+	const char *outcome = js(p, "outcome");
+	const char *id = submit(st, mem, core, 120, "normal");
+	if (strcmp(outcome, "bind") == 0) {
+		json_t *t = wait_field(st, id, "state", "running", 15000);
+		CHECK_STR(js(t, "pod.node"), js(p, "node"));
+		CHECKF(json_array_size(jget(p, "cards")) == 1 &&
+			       json_integer_value(jget(p, "cards.0")) ==
+				       json_integer_value(jget(t, "allocation.cards.0.minor")),
+		       "%d MiB: predicted card %lld, kubesim chose %lld", mem,
+		       (long long)json_integer_value(jget(p, "cards.0")),
+		       (long long)json_integer_value(jget(t, "allocation.cards.0.minor")));
+		json_decref(t);
+	} else {
+		CHECK_STR(outcome, "pending");
+		json_t *t = wait_field(st, id, "pending.diagnosis.kind",
+				       js(p, "diagnosis.kind"), 15000);
+		CHECK_STR(js(t, "state"), "pending");
+		json_decref(t);
+	}
+	*placement = p;
+	return id;
+}
+
+/* A sequence of tasks, each predicted then submitted; the last one waits, and ending the
+ * first task its prediction names lets it bind on the card named with it. */
+static void prediction_case(const char *strategy, const int *sizes, int n, int expect_second)
+{
+	const char *flags[] = { "--score-strategy", strategy, NULL };
+	char env_strategy[64];
+	snprintf(env_strategy, sizeof env_strategy, "GWB_PREDICT_STRATEGY=%s", strategy);
+	const char *env[] = { env_strategy, NULL };
+	kubesim_flags = flags;
+	struct stack st;
+	stack_start(&st, 0, env);
+	json_t *p = NULL;
+	const char *last = NULL;
+	for (int i = 0; i < n; i++) {
+		json_decref(p);
+		last = predict_then_submit(&st, sizes[i], 25, &p);
+		if (i == 1) /* the strategies part at the second task: spread or pack */
+			CHECK_INT(json_integer_value(jget(p, "cards.0")), expect_second);
+	}
+	char waiting[32];
+	snprintf(waiting, sizeof waiting, "%s", last);
+	CHECK_STR(js(p, "outcome"), "pending");
+	json_t *opt = jget(p, "unblock.0");
+	CHECKF(opt && json_array_size(json_object_get(opt, "tasks")) >= 1, "no unblock option");
+	CHECK(js(opt, "tasks.0.due_at") != NULL);
+	CHECK(json_integer_value(jget(opt, "tasks.0.due_in_seconds")) > 0);
+	int minor = (int)json_integer_value(json_object_get(opt, "minor"));
+	json_t *ids = json_object_get(opt, "tasks");
+	for (size_t i = 0; i < json_array_size(ids); i++)
+		cancel(&st, js(json_array_get(ids, i), "task"));
+	json_t *t = wait_field(&st, waiting, "state", "running", 20000);
+	CHECK_INT(json_integer_value(jget(t, "allocation.cards.0.minor")), minor);
+	json_decref(t);
+	json_decref(p);
+}
+
+TEST_T(recon_prediction_matches_the_scheduler_least_allocated, 120)
+{
+	/* 0: 1024; 1: 1024 (an unused card wins); 0: 7168; 1: 5120; then 4096 fits nowhere
+	 * although 4096 are free in total: fragmentation. */
+	const int sizes[] = { 1024, 1024, 6144, 4096, 4096 };
+	prediction_case("LeastAllocated", sizes, 5, 1);
+}
+
+TEST_T(recon_prediction_matches_the_scheduler_most_allocated, 120)
+{
+	/* 0: 1024; 0: 2048 (a used card wins); 0: 8192; 1: 4096; 1: 8192; then 4096 waits for
+	 * a card to free. */
+	const int sizes[] = { 1024, 1024, 6144, 4096, 4096, 4096 };
+	prediction_case("MostAllocated", sizes, 6, 0);
+}
+
+TEST(recon_dry_run_writes_nothing_and_refuses_unknown_parameters)
+{
+	struct stack st;
+	stack_start(&st, 0, NULL);
+	struct h_resp r;
+	h_req(&r, "POST", url(&st), "/v1/tasks?dryrun=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 1024, \"gpu_core_percent\": 25}", NULL);
+	CHECK_INT(r.status, 400);
+	CHECK_STR(js(r.json, "error.field"), "dryrun");
+	h_resp_free(&r);
+	h_req(&r, "POST", url(&st), "/v1/tasks?dry_run=yes", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 1024, \"gpu_core_percent\": 25}", NULL);
+	CHECK_INT(r.status, 400);
+	h_resp_free(&r);
+	/* Bad bodies get a submission's 400s. */
+	h_req(&r, "POST", url(&st), "/v1/tasks?dry_run=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": -1, \"gpu_core_percent\": 25}", NULL);
+	CHECK_INT(r.status, 400);
+	CHECK_STR(js(r.json, "error.field"), "gpu_memory_mib");
+	h_resp_free(&r);
+	/* Within quota (8 × 4096 = 32768 of 40960) but 8 cards: admitted, pending for capacity. */
+	h_req(&r, "POST", url(&st), "/v1/tasks?dry_run=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 4096, \"gpu_core_percent\": 25, "
+	      "\"gpu_count\": 8}", NULL);
+	CHECK_INT(r.status, 200);
+	CHECK(json_is_true(jget(r.json, "quota.admitted")));
+	CHECK_STR(js(r.json, "placement.outcome"), "pending");
+	h_resp_free(&r);
+	/* Over quota: not admitted, no placement. */
+	const char *hdrs[] = { "Idempotency-Key: dry-1", NULL };
+	h_req(&r, "POST", url(&st), "/v1/tasks?dry_run=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 8192, \"gpu_core_percent\": 100, "
+	      "\"gpu_count\": 8}", hdrs);
+	CHECK_INT(r.status, 200);
+	CHECK(json_is_false(jget(r.json, "quota.admitted")));
+	CHECK_STR(js(r.json, "quota.code"), "quota_exceeded");
+	CHECK(json_is_null(jget(r.json, "placement")));
+	h_resp_free(&r);
+	/* Nothing was written, and the key is still free for a real submission. */
+	h_req(&r, "GET", url(&st), "/v1/tasks", TOK, NULL, NULL);
+	CHECK_INT(json_array_size(jget(r.json, "tasks")), 0);
+	h_resp_free(&r);
+	CHECK_INT(reserved_mem(&st), 0);
+	h_req(&r, "POST", url(&st), "/v1/tasks", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 1024, \"gpu_core_percent\": 25}", hdrs);
+	CHECK_INT(r.status, 201);
+	h_resp_free(&r);
 }

@@ -30,7 +30,7 @@ static const char usage_text[] =
 	"              COMMAND ...\n"
 	"\n"
 	"  submit --team T --mem MIB --core PCT [--count N] [--duration S] [--qos LS|BE]\n"
-	"         [--experiment normal|overlimit] [--name NAME] [--key IDEMPOTENCY_KEY]\n"
+	"         [--experiment normal|overlimit] [--name NAME] [--key IDEMPOTENCY_KEY] [--dry-run]\n"
 	"  get ID                      one task\n"
 	"  list [--team T] [--state S] [--limit N] [--cursor C]\n"
 	"  list --active [--team T] [--limit N]\n"
@@ -316,7 +316,7 @@ static int cmd_submit(struct opts *o, int argc, char **argv)
 	struct flag f[] = { { "team", 1, NULL },     { "name", 1, NULL },  { "qos", 1, NULL },
 			    { "experiment", 1, NULL }, { "key", 1, NULL }, { "mem", 1, NULL },
 			    { "core", 1, NULL },      { "count", 1, NULL }, { "duration", 1, NULL },
-			    { NULL, 0, NULL } };
+			    { "dry-run", 0, NULL },   { NULL, 0, NULL } };
 	static const char *const ints[][2] = { { "mem", "gpu_memory_mib" },
 					       { "core", "gpu_core_percent" },
 					       { "count", "gpu_count" },
@@ -349,14 +349,18 @@ static int cmd_submit(struct opts *o, int argc, char **argv)
 		if (v >= 0)
 			json_object_set_new(b, ints[k][1], json_integer(v));
 	}
+	int dry = flag_val(f, "dry-run") != NULL;
 	struct httpc_resp r;
-	rc = api(o, "POST", "/v1/tasks", b, flag_val(f, "key"), &r);
+	rc = api(o, "POST", dry ? "/v1/tasks?dry_run=true" : "/v1/tasks", b, flag_val(f, "key"), &r);
 	json_decref(b);
 	if (rc)
 		return rc;
 	if (o->mode == SHOW_TEXT)
 		show_status(stdout, r.status, r.replayed);
-	show_task(stdout, o->mode, r.json);
+	if (dry)
+		show_dry_run(stdout, o->mode, r.json);
+	else
+		show_task(stdout, o->mode, r.json);
 	httpc_resp_free(&r);
 	return 0;
 }

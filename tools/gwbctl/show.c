@@ -265,3 +265,60 @@ void show_teams(FILE *out, enum show_mode m, const json_t *teams)
 	json_array_foreach(arr, i, t)
 		team_line(out, t);
 }
+
+void show_dry_run(FILE *out, enum show_mode m, const json_t *d)
+{
+	if (m == SHOW_JSON)
+		return show_json(out, d);
+	const json_t *q = json_object_get(d, "quota");
+	const json_t *p = json_object_get(d, "placement");
+	int admitted = json_is_true(json_object_get(q, "admitted"));
+	const char *outcome = !admitted ? "refused" : json_is_object(p) ? str(p, "outcome") : "-";
+	if (m == SHOW_NAME) {
+		fprintf(out, "%s\n", outcome);
+		return;
+	}
+	const json_t *rq = json_object_get(q, "requested"), *rs = json_object_get(q, "reserved");
+	const json_t *qu = json_object_get(q, "quota");
+	fprintf(out, "dry run (nothing written)\nquota:     %s: asks %lld MiB / %lld%%, team holds "
+		     "%lld MiB / %lld%% of %lld MiB / %lld%%\n",
+		admitted ? "admitted" : "refused (quota_exceeded)", num(rq, "gpu_memory_mib"),
+		num(rq, "gpu_core_percent"), num(rs, "gpu_memory_mib"),
+		num(rs, "gpu_core_percent"), num(qu, "gpu_memory_mib"),
+		num(qu, "gpu_core_percent"));
+	const json_t *basis = json_object_get(d, "basis");
+	if (!json_is_object(p)) {
+		if (admitted)
+			fprintf(out, "placement: unknown (%s)\n", str(basis, "note"));
+		return;
+	}
+	if (strcmp(outcome, "bind") == 0) {
+		fprintf(out, "placement: binds now on %s, card", str(p, "node"));
+		size_t i;
+		const json_t *c;
+		json_array_foreach(json_object_get(p, "cards"), i, c)
+			fprintf(out, "%s%lld", i ? "," : " ", (long long)json_integer_value(c));
+		fprintf(out, "\n");
+	} else {
+		const json_t *diag = json_object_get(p, "diagnosis");
+		fprintf(out, "placement: stays pending (%s): %s\n", str(diag, "kind"),
+			str(diag, "summary"));
+		size_t i, k;
+		const json_t *u, *t;
+		json_array_foreach(json_object_get(p, "unblock"), i, u) {
+			fprintf(out, "unblock:   card %lld on %s once", num(u, "minor"), str(u, "node"));
+			json_array_foreach(json_object_get(u, "tasks"), k, t) {
+				const json_t *in = json_object_get(t, "due_in_seconds");
+				if (json_is_integer(in))
+					fprintf(out, "%s %s ends (due in %lld s)", k ? " and" : "",
+						str(t, "task"), (long long)json_integer_value(in));
+				else
+					fprintf(out, "%s %s ends", k ? " and" : "", str(t, "task"));
+			}
+			fprintf(out, "\n");
+		}
+	}
+	fprintf(out, "basis:     picture %s, strategy %s\n",
+		json_is_true(json_object_get(basis, "picture_fresh")) ? "fresh" : "STALE",
+		str(basis, "strategy"));
+}

@@ -25,6 +25,10 @@ void show_events(FILE *out, enum show_mode m, const json_t *ev);
 void show_devices(FILE *out, enum show_mode m, const json_t *dev);
 /* One team or {"teams": [...]}: one line per team; the names in name mode. */
 void show_teams(FILE *out, enum show_mode m, const json_t *teams);
+/* A dry run's answer: whether the quota admits the task, and the predicted node and cards or
+ * the pending diagnosis with what would unblock it; in name mode the outcome ("bind",
+ * "pending", "refused"). */
+void show_dry_run(FILE *out, enum show_mode m, const json_t *d);
 /* Any JSON value, indented with sorted keys. */
 void show_json(FILE *out, const json_t *v);
 

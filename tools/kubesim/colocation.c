@@ -351,7 +351,8 @@ int colocation_admit_pod(struct ks *ks, json_t *pod, struct kerr *e)
 		return 0;
 	json_t **profs = NULL;
 	size_t n = store_list(ks->store, RES_CCPS, NULL, &profs);
-	qsort(profs, n, sizeof *profs, cmp_name);
+	if (n > 1) /* qsort with a NULL list (none stored) is undefined */
+		qsort(profs, n, sizeof *profs, cmp_name);
 	int skip_res = 0, applied = 0;
 	for (size_t i = 0; i < n; i++) {
 		json_t *spec = obj_path(profs[i], "spec");
