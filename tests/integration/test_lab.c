@@ -142,6 +142,7 @@ TEST_T(lab_private_stack_writes_complete_records, 150)
 	CHECK_INT(rc, 0);
 	json_t *idx = record("index.json");
 	CHECK_STR(json_string_value(at(idx, "run.mode")), "sim");
+	CHECK_STR(json_string_value(at(idx, "run.dry_run")), "available");
 	CHECK(json_string_length(at(idx, "run.started_at")) > 0);
 	CHECK(json_string_length(at(idx, "run.finished_at")) > 0);
 	CHECK(json_string_length(at(idx, "run.url")) > 0);
@@ -160,6 +161,12 @@ TEST_T(lab_private_stack_writes_complete_records, 150)
 	                                             "new_key_after_timeout.reserved_added_mib")),
 	          2048);
 	CHECK_INT(json_integer_value(json_object_get(at(r, "observed"), "conflict.status")), 409);
+	/* The placement was predicted by the server's dry run before the submission, and the
+	 * scheduler did what it said. */
+	CHECK_STR(json_string_value(json_object_get(at(r, "prediction_basis"), "first.placement")),
+	          "dry run");
+	CHECK(json_is_true(json_object_get(at(r, "agreement"), "first.placement")));
+	CHECK(json_is_true(at(r, "dry_runs.first.dry_run")));
 	json_decref(r);
 
 	r = record("03-over-limit.json");
