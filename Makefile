@@ -1,12 +1,13 @@
 # gpu-workbench: one entry point. Components live in their folders; each folder's objects
 # become one archive, every binary is its folder's main.c linked against the archives.
 #
-#   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl, bin/gwb-load
+#   make            build bin/gwb-server, bin/gwb-worker, bin/kubesim, bin/gwbctl, bin/gwb-load, bin/gwb-lab
 #   make test       build and run every test (T=name runs the cases with a word of their name starting with it)
 #   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
 #   make valgrind   unit tests and an integration subset under valgrind (no leak, no invalid access)
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
+#   make lab        the lab's experiments on a private stack, evidence in .runtime/evidence/
 #   make demo       start the system locally (see README)
 #   make deps       install the Debian packages (idempotent, as root)
 
@@ -35,7 +36,8 @@ endif
 
 # Components: each folder's objects (all but main.c) form one archive. A component links only
 # the archives it depends on, so one folder's work in progress never breaks another's build.
-COMPONENTS := lib config queue server worker tools/kubesim tools/gwbctl tools/gwb-load
+COMPONENTS := lib config queue server worker tools/kubesim tools/gwbctl tools/gwb-load \
+              tools/gwb-lab
 DEPS_lib           := lib
 DEPS_config        := config lib
 DEPS_queue         := queue config lib
@@ -44,6 +46,7 @@ DEPS_worker        := worker lib
 DEPS_tools/kubesim := tools/kubesim lib
 DEPS_tools/gwbctl  := tools/gwbctl queue config lib
 DEPS_tools/gwb-load := tools/gwb-load lib
+DEPS_tools/gwb-lab := tools/gwb-lab lib
 
 comp_srcs = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
 comp_lib  = $(BUILD)/lib$(subst /,-,$(1)).a
@@ -52,7 +55,7 @@ ALL_SRCS := $(foreach c,$(COMPONENTS),$(wildcard $(c)/*.c))
 
 # Each binary is built once its folder has a main.c.
 BIN_MAINS := server:gwb-server worker:gwb-worker tools/kubesim:kubesim tools/gwbctl:gwbctl \
-             tools/gwb-load:gwb-load
+             tools/gwb-load:gwb-load tools/gwb-lab:gwb-lab
 BINARIES  := $(foreach m,$(BIN_MAINS),$(if $(wildcard $(word 1,$(subst :, ,$(m)))/main.c),\
                $(BIN)/$(word 2,$(subst :, ,$(m)))))
 
@@ -66,7 +69,7 @@ BENCH_SRCS   := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
-.PHONY: all deps test check bench demo clean format lint fuzz valgrind
+.PHONY: all deps test check bench demo lab clean format lint fuzz valgrind
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
@@ -133,6 +136,13 @@ demo:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory all
 	@tools/demo.sh
+
+# The lab's experiments in order on a private stack under .runtime/lab/; evidence, index and
+# reports in .runtime/evidence/. LAB_ARGS passes flags (--only NAME, --expect ...).
+lab:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(BIN)/gwb-lab $(LAB_ARGS)
 
 deps:
 	@tools/deps.sh
