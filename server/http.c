@@ -204,6 +204,10 @@ static void route_v1(struct req *r)
 		if (get)
 			return api_devices(r);
 		return method_not_allowed(r, "GET");
+	} else if (seg_is(r, 1, "stream") && r->nsegs == 2) {
+		if (get)
+			return api_stream(r);
+		return method_not_allowed(r, "GET");
 	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
 		if (get)
 			return api_info(r);
