@@ -228,8 +228,7 @@ static void route(struct req *r)
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
 	}
 	if (!seg_is(r, 0, "v1"))
-		return http_reply_error(r, 404, "not_found", "no such resource",
-					json_pack("{s:s}", "path", r->path));
+		return api_web(r);
 	if (!authenticate(r))
 		return;
 	route_v1(r);
