@@ -36,7 +36,7 @@
       "res.replayed": "Replayed: the same key and parameters give the first task back, unchanged.",
       "res.conflict": "This key was already used with other parameters: nothing was submitted.",
       "res.error": "Refused.", "res.sentkey": "Sent with Idempotency-Key {key}.",
-      "res.open": "Open task {id}",
+      "res.open": "Open task {id}", "res.body": "Answer body",
       "predict.title": "Prediction (dry run, nothing is written)",
       "predict.bind": "It would run now on {node}, card(s) {cards}.",
       "predict.pending": "It would wait: {kind}.",
@@ -111,7 +111,7 @@
       "res.replayed": "重放：相同的键和参数返回第一次的任务，未作改动。",
       "res.conflict": "这个键已用于参数不同的提交：没有提交任何内容。",
       "res.error": "被拒绝。", "res.sentkey": "使用 Idempotency-Key {key} 发送。",
-      "res.open": "打开任务 {id}",
+      "res.open": "打开任务 {id}", "res.body": "响应内容",
       "predict.title": "预测（dry run，不写入任何内容）",
       "predict.bind": "现在即可在 {node} 的卡 {cards} 上运行。",
       "predict.pending": "将会等待：{kind}。",
@@ -601,7 +601,7 @@
         ul.append(el("li", { "data-task-id": id, "data-kind": dg ? dg.kind : "" },
           el("button", { type: "button", class: "link", text: id, onclick: () => openTask(id) }),
           " " + (x ? x.mem + " MiB · " + x.core + "% × " + x.count : "") + " — ",
-          el("strong", { text: dg ? dg.kind : "" }), dg && dg.summary ? ": " + dg.summary : (p && p.message ? ": " + p.message : "")));
+          el("strong", { text: dg ? dg.kind : "" }), dg && dg.summary ? ": " + dg.summary : (p && (p.scheduler_message || p.message) ? ": " + (p.scheduler_message || p.message) : "")));
       }
       box.append(el("div", { class: "card wide" }, el("h3", { text: t("devices.waiting") }), ul));
     }
@@ -693,7 +693,8 @@
     const p = tk.pending;
     if (!p) pd.textContent = t("detail.nopending");
     else {
-      if (p.message) pd.append(el("p", {}, el("strong", { text: t("pend.message") + " " }), p.message));
+      const msg = p.scheduler_message || p.message;
+      if (msg) pd.append(el("p", { "data-field": "scheduler-message" }, el("strong", { text: t("pend.message") + " " }), msg));
       const dg = p.diagnosis;
       if (dg) {
         pd.append(el("p", { "data-kind": dg.kind }, el("strong", { text: t("pend.kind") + " " }),
@@ -827,7 +828,8 @@
         (a.replayed ? " · Idempotent-Replayed: true" : "") + (a.location ? " · Location: " + a.location : "") }));
     if (tid) box.append(el("p", {}, el("button", { type: "button", class: "link", text: t("res.open", { id: tid }),
       onclick: () => openTask(tid) })));
-    box.append(el("pre", { class: "raw body", text: a.json ? JSON.stringify(a.json, null, 2) : a.text }));
+    box.append(el("details", { open: a.status >= 300 }, el("summary", { text: t("res.body") }),
+      el("pre", { class: "raw body", text: a.json ? JSON.stringify(a.json, null, 2) : a.text })));
   }
 
   async function predict() {
