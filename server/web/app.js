@@ -701,9 +701,14 @@
           el("code", { text: dg.kind }), dg.summary ? " — " + dg.summary : ""));
         if (dg.cards) pd.append(el("p", { text: t("pend.numbers", { fit: dg.cards.fit_now, large: dg.cards.large_enough,
           largest: dg.cards.largest_card_mib, free: dg.cards.total_free_mib }) }));
-        if (dg.team_quota) pd.append(el("p", {}, el("strong", { text: t("pend.quota") + " " }),
-          JSON.stringify(dg.team_quota.reserved) + " / " + JSON.stringify(dg.team_quota.quota) +
-          (dg.team_quota.note ? " — " + dg.team_quota.note : "")));
+        if (dg.team_quota) {
+          const rs = dg.team_quota.reserved || {}, qt = dg.team_quota.quota || {};
+          pd.append(el("p", {}, el("strong", { text: t("pend.quota") + " " }),
+            t("team.line", { reserved: rs.gpu_memory_mib + " MiB · " + rs.gpu_core_percent + "%",
+              quota: qt.gpu_memory_mib + " MiB · " + qt.gpu_core_percent + "%",
+              avail: (qt.gpu_memory_mib - rs.gpu_memory_mib) + " MiB · " + (qt.gpu_core_percent - rs.gpu_core_percent) + "%" }) +
+            (dg.team_quota.note ? " — " + dg.team_quota.note : "")));
+        }
         if (dg.unblock && dg.unblock.length) {
           const ul = el("ul", { class: "unblock" });
           for (const u of dg.unblock) ul.append(el("li", { text: t("pend.unblockline", { node: u.node, minor: u.minor,
