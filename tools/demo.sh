@@ -115,6 +115,7 @@ kubesim (the local Kubernetes API, node colima-gwb with two 8 GiB cards) at $ks_
    curl --unix-socket $KS_CTL http://kubesim/_kubesim/faults)
 Redis (intent stream gwb:intents) listens on unix://$REDIS_SOCK (log: $RT/redis.log).
 Team "alpha" has a quota of 10240 MiB and 400% core; its token is $TEAM_TOKEN.
+The workbench page: open $url/ in a browser and paste $TEAM_TOKEN (or the admin token $ADMIN).
 
 The lab's first experiment: submit 1024 MiB / 25% of one card for 60 s,
   curl -i -X POST $url/v1/tasks -H 'Authorization: Bearer $TEAM_TOKEN' \\
