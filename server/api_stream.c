@@ -115,7 +115,12 @@ static int pump_tasks(struct stream *s, struct evbuffer *out)
 				    STREAM_BATCH);
 	if (n < 0)
 		return -1;
-	for (int i = 0; i < n; i++) {
+	int i;
+	for (i = 0; i < n; i++) {
+		/* No more in one tick than the stream may hold unsent: a replay goes out over
+		 * several ticks at the client's pace instead of tripping the slow-client cap. */
+		if ((int64_t)evbuffer_get_length(out) >= h->max_buffer)
+			break;
 		const struct store_stream_row *row = &h->rows[i];
 		json_t *d = json_pack("{s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:o}", "id",
 				      row->task, "seq", (json_int_t)row->id, "team", row->team,
@@ -132,7 +137,7 @@ static int pump_tasks(struct stream *s, struct evbuffer *out)
 	}
 	/* Fewer than a batch: nothing else matches up to head (read before the events), so a
 	 * team's stream does not rescan other teams' events next time. */
-	if (n < STREAM_BATCH && head > s->cursor)
+	if (i == n && n < STREAM_BATCH && head > s->cursor)
 		s->cursor = head;
 	return 0;
 }
@@ -388,7 +393,14 @@ void api_stream(struct req *r)
 	http_add_header(r, "Cache-Control", "no-store");
 	http_add_header(r, "X-Accel-Buffering", "no"); /* proxies: do not hold the events back */
 	evhttp_send_reply_start(r->ev, 200, "OK");
-	evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), on_close, s);
+	struct evhttp_connection *conn = evhttp_request_get_connection(r->ev);
+	evhttp_connection_set_closecb(conn, on_close, s);
+	/* The kernel's send buffer holds a stream's bytes too: capped like ours, so a client that
+	 * stops reading is noticed after about twice stream.max_buffer_bytes, not megabytes. */
+	int sndbuf = (int)h->max_buffer;
+	evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
 	struct evbuffer *out = evbuffer_new();
 	evbuffer_add_printf(out, "retry: %d\n\n", STREAM_RETRY_MS);
