@@ -268,8 +268,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	h->in_tick = 0;
 	json_decref(teams);
 	json_decref(devices);
+	/* The last stream is gone: the timer goes with the hub. libevent re-arms a persistent
+	 * timer before calling it and touches it no more afterwards, so it may be freed here,
+	 * after this tick's work is done. */
 	if (h->n == 0)
-		hub_free(h); /* the timer is ours, not evhttp's: freeing it after its work is done */
+		hub_free(h);
 }
 
 /* evhttp's close callback: the client went away (the request is then ours: evhttp has
