@@ -277,18 +277,33 @@ class Case:
             "const r = document.querySelector('[data-testid=submit-result]');"
             "r.removeAttribute('data-status'); r.hidden = true;")
 
+    def stable(self, fn):
+        """Runs fn again when the page re-rendered what it held (lists are redrawn on events)."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        for _ in range(50):
+            try:
+                return fn()
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        return fn()
+
     def row(self, task_id):
         rows = self.qq('[data-testid="task-row"][data-task-id="%s"]' % task_id)
         return rows[0] if rows else None
 
+    def row_attr(self, task_id, attr):
+        return self.stable(lambda: (lambda r: r.get_attribute(attr) if r is not None else None)(self.row(task_id)))
+
+    def open_row(self, task_id):
+        self.stable(lambda: self.row(task_id).find_element("css selector", "button").click())
+
     def wait_row_state(self, task_id, state):
         return wait_for("row %s %s" % (task_id, state),
-                        lambda: (self.row(task_id) is not None and
-                                 self.row(task_id).get_attribute("data-state") == state))
+                        lambda: self.row_attr(task_id, "data-state") == state)
 
     def reserved(self, team, dim="gpu_memory_mib"):
-        el = self.q('#teams .team[data-team="%s"] .quota[data-dim="%s"] .qline' % (team, dim))
-        return int(el.get_attribute("data-reserved"))
+        sel = '#teams .team[data-team="%s"] .quota[data-dim="%s"] .qline' % (team, dim)
+        return self.stable(lambda: int(self.q(sel).get_attribute("data-reserved")))
 
 
 # ---- cases ----
@@ -309,7 +324,7 @@ def case_submit_flow(c):
     wait_for("the reservation in the team bars", lambda: c.reserved("flow") == 1024)
     c.wait_row_state(tid, "running")
     c.shot("running")
-    c.row(tid).find_element("css selector", "button").click()
+    c.open_row(tid)
     det = c.tid("task-detail")
     wait_for("the details of the task", lambda: det.is_displayed() and
              det.get_attribute("data-task-id") == tid)
@@ -377,8 +392,8 @@ def case_fragmentation(c):
         return segs if a in segs and b in segs else None
     segs = wait_for("both cards drawn with a and b", drawn)
     check(segs[a] != segs[b], "a and b drawn on different cards")
-    for card in c.qq('[data-testid="device-card"]'):
-        check(card.get_attribute("data-node") == "colima-gwb", "the card's node")
+    nodes = c.stable(lambda: [k.get_attribute("data-node") for k in c.qq('[data-testid="device-card"]')])
+    check(nodes == ["colima-gwb", "colima-gwb"], "the cards' node: %s" % nodes)
     waiting = wait_for("the waiting task with its reason", lambda: c.qq(
         '#devices .waiting li[data-task-id="%s"][data-kind="fragmentation"]' % cc))
     check("fragmentation" in waiting[0].text, "the reason is written out: %r" % waiting[0].text)
@@ -412,6 +427,17 @@ def case_language_toggle(c):
     wait_for("Chinese by keyboard", lambda: c.q("html").get_attribute("lang") == "zh-CN")
     c.tid("lang-toggle").send_keys(Keys.ENTER)
     wait_for("English by keyboard", lambda: c.q("html").get_attribute("lang") == "en")
+    # With no choice kept, the default follows the browser's language.
+    ua = c.d.execute_script("return navigator.userAgent")
+    c.d.execute_script("localStorage.removeItem('gwb.lang')")
+    try:
+        c.d.execute_cdp_cmd("Emulation.setUserAgentOverride", {"userAgent": ua, "acceptLanguage": "zh-CN,zh"})
+        c.d.refresh()
+        wait_for("Chinese for a Chinese browser", lambda: c.q("html").get_attribute("lang") == "zh-CN")
+        c.shot("browser-chinese")
+    finally:
+        c.d.execute_cdp_cmd("Emulation.setUserAgentOverride", {"userAgent": ua, "acceptLanguage": "en-US,en"})
+        c.d.execute_script("localStorage.removeItem('gwb.lang')")
 
 
 def case_stream_resume(c):
@@ -431,7 +457,7 @@ def case_stream_resume(c):
     s.wait_task(a, lambda t: t["state"] == "cancelled", "cancelled")
     b = s.submit("resume", tok, 512, 10)
     s.wait_task(b, lambda t: t["state"] == "running", "running")
-    check(c.row(a).get_attribute("data-state") == "running", "while held, the page knew nothing new")
+    check(c.row_attr(a, "data-state") == "running", "while held, the page knew nothing new")
     check(c.row(b) is None, "while held, b was not shown")
     c.shot("held")
     c.d.execute_script("window.gwb.resumeStream()")
@@ -442,7 +468,7 @@ def case_stream_resume(c):
     for tid in (a, b):
         _, ev = s.api("GET", "/v1/tasks/%s/events" % tid, tok)
         want = [e["to"] for e in ev["events"] if e["seq"] > held_at and e["to"]]
-        seen = c.row(tid).get_attribute("data-states").split()
+        seen = c.row_attr(tid, "data-states").split()
         check(seen[-len(want):] == want or _subseq(want, seen),
               "%s: states after the hold %s, page saw %s" % (tid, want, seen))
     s.api("POST", "/v1/tasks/%s/cancel" % b, tok)
