@@ -396,6 +396,7 @@ void api_stream(struct req *r)
 	http_add_header(r, "Cache-Control", "no-store");
 	http_add_header(r, "X-Accel-Buffering", "no"); /* proxies: do not hold the events back */
 	evhttp_send_reply_start(r->ev, 200, "OK");
+	r->srv->http_replies[2]++; /* /metrics counts replies by class */
 	struct evhttp_connection *conn = evhttp_request_get_connection(r->ev);
 	evhttp_connection_set_closecb(conn, on_close, s);
 	/* The kernel's send buffer holds a stream's bytes too: capped like ours, so a client that

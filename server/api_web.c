@@ -84,6 +84,7 @@ void api_web(struct req *r)
 	if (strncmp(a->type, "text/html", 9) == 0)
 		http_add_header(r, "Content-Security-Policy", WEB_CSP);
 	const char *inm = http_header(r, "If-None-Match");
+	r->srv->http_replies[inm && etag_matches(inm, a->etag) ? 3 : 2]++; /* /metrics */
 	if (inm && etag_matches(inm, a->etag)) {
 		evhttp_send_reply(r->ev, 304, "Not Modified", NULL);
 		return;

@@ -59,6 +59,7 @@
       "k.job": "Job", "k.pod": "Pod", "k.exit": "Exit", "k.key": "Idempotency-Key",
       "k.created": "Created", "k.updated": "Updated", "k.isolation": "Isolation",
       "k.cancel": "Cancel requested", "k.reason": "Reason",
+      "k.noisolation": "not known here: the worker writes its verdict in its own log; the server does not collect it",
       "req.line": "{mem} MiB and {core}% on each of {count} card(s), {dur} s, {qos}, {exp}",
       "pend.message": "Scheduler:", "pend.kind": "Diagnosis:", "pend.unblock": "Would unblock it:",
       "pend.unblockline": "{node} card {minor}: when {tasks} end(s), {free} MiB are free there",
@@ -134,6 +135,7 @@
       "k.job": "Job", "k.pod": "Pod", "k.exit": "退出", "k.key": "Idempotency-Key",
       "k.created": "创建", "k.updated": "更新", "k.isolation": "隔离",
       "k.cancel": "已请求取消", "k.reason": "原因",
+      "k.noisolation": "此处未知：worker 把判断写在自己的日志里，服务器不收集",
       "req.line": "每卡 {mem} MiB、{core}%，共 {count} 张卡，{dur} 秒，{qos}，{exp}",
       "pend.message": "调度器：", "pend.kind": "诊断：", "pend.unblock": "可解除阻塞：",
       "pend.unblockline": "{node} 的卡 {minor}：{tasks} 结束后，该卡空出 {free} MiB",
@@ -681,7 +683,8 @@
       pod.node ? " @ " + pod.node : "", pod.phase ? " · " + pod.phase : "");
     if (pod.exit_code !== null && pod.exit_code !== undefined || pod.reason || tk.reason)
       kv(dl, "k.exit", el("span", { "data-field": "exit", text: (pod.exit_code !== null && pod.exit_code !== undefined ? "exit " + pod.exit_code + " " : "") + (pod.reason || tk.reason || "") }));
-    if (tk.isolation) kv(dl, "k.isolation", typeof tk.isolation === "string" ? tk.isolation : JSON.stringify(tk.isolation));
+    kv(dl, "k.isolation", tk.isolation ? (typeof tk.isolation === "string" ? tk.isolation : JSON.stringify(tk.isolation))
+      : t("k.noisolation"));
     if (tk.idempotency_key) kv(dl, "k.key", el("code", { text: tk.idempotency_key }));
     if (tk.cancel_requested_at) kv(dl, "k.cancel", fmtTime(tk.cancel_requested_at));
     kv(dl, "k.created", fmtTime(tk.created_at));
