@@ -617,6 +617,13 @@ def main():
                 print("FAIL test_page.%s (%d ms)" % (name, ms))
                 print("    %s" % why.strip().replace("\n", "\n    "))
                 print("    screenshots: %s" % folder)
+                # A fresh browser for the next case, whatever state this one left.
+                try:
+                    drv.quit()
+                except Exception:
+                    pass
+                drv = browser()
+                drv.set_page_load_timeout(30)
             sys.stdout.flush()
             if stack.server.p.poll() is not None and name != "server_down":
                 print("    gwb-server died (exit %s); log: %s" % (stack.server.p.returncode, stack.server.log))
