@@ -410,7 +410,8 @@
       return;
     }
     if (resp.status !== 200) {
-      if (resp.status === 401) showWho("bad");
+      // A refused token is not retried until a new one is saved.
+      if (resp.status === 401) { showWho("bad"); S.streamHeld = true; }
       return;
     }
     if (S.down) setDown(false);
@@ -926,6 +927,7 @@
       if (S.token) localStorage.setItem("gwb.token", S.token);
       else localStorage.removeItem("gwb.token");
       S.lastEventId = null;
+      S.streamHeld = false;
       S.tasks.clear();
       S.selected = null;
       $("detail-section").hidden = true;
