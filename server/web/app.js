@@ -955,6 +955,14 @@
     $("cancel").addEventListener("click", cancelSelected);
     $("d-close").addEventListener("click", () => { S.selected = null; S.selectedTask = null; $("detail-section").hidden = true; renderTasks(); });
     $("team-form").addEventListener("submit", saveTeam);
+    // Escape closes the opened task and puts the focus back on its row.
+    $("detail-section").addEventListener("keydown", (ev) => {
+      if (ev.key !== "Escape" || !S.selected) return;
+      const id = S.selected;
+      $("d-close").click();
+      const b = document.querySelector('[data-testid="task-row"][data-task-id="' + CSS.escape(id) + '"] button');
+      if (b) b.focus();
+    });
     setInterval(() => { for (const c of document.querySelectorAll("td.age")) c.textContent = age(c.dataset.created); }, 5000);
     window.addEventListener("online", () => { if (S.down) probe(); });
 
