@@ -776,6 +776,24 @@ static int hex_decode(const char *s, char *out, size_t len)
 	return 0;
 }
 
+/* The objects a list or deletecollection must look at, sorted by namespace and name: from the
+ * label index when the label selector has an equality term (every match carries that label),
+ * else the whole resource (or namespace). The selectors are still applied by the caller. */
+static size_t list_candidates(struct ks *ks, const struct route *rt, const struct selector *ls,
+			      json_t ***out)
+{
+	const char *ns = rt->has_ns ? rt->ns : NULL;
+	const char *key, *value;
+	if (!selector_eq_term(ls, &key, &value))
+		return store_list(ks->store, rt->r->id, ns, out);
+	size_t n = strlen(key) + strlen(value) + 2;
+	char *kv = gwb_malloc(n);
+	snprintf(kv, n, "%s=%s", key, value);
+	size_t k = store_list_index(ks->store, rt->r->id, STORE_IDX_LABEL, kv, ns, out);
+	gwb_free(kv);
+	return k;
+}
+
 static void do_list(struct hreq *h, struct route *rt)
 {
 	struct ks *ks = h->ks;
@@ -804,7 +822,7 @@ static void do_list(struct hreq *h, struct route *rt)
 		return;
 	}
 	json_t **objs = NULL;
-	size_t n = store_list(ks->store, rt->r->id, rt->has_ns ? rt->ns : NULL, &objs);
+	size_t n = list_candidates(ks, rt, ls, &objs);
 	json_t **sel = gwb_malloc((n ? n : 1) * sizeof *sel);
 	size_t k = 0, remaining = 0;
 	char last_key[600] = "";
@@ -1194,7 +1212,7 @@ static void do_delete_collection(struct hreq *h, struct route *rt)
 		return;
 	}
 	json_t **objs = NULL;
-	size_t n = store_list(ks->store, rt->r->id, rt->has_ns ? rt->ns : NULL, &objs);
+	size_t n = list_candidates(ks, rt, ls, &objs);
 	json_t *items = json_array();
 	/* Names first: deleting changes the store under the borrowed pointers. */
 	char (*names)[2][256] = gwb_calloc(n ? n : 1, sizeof *names);

@@ -1,5 +1,6 @@
-/* Object store: per-resource jansson maps, the resourceVersion counter, the event ring and the
- * subscriber list. */
+/* Object store: per-resource jansson maps, the resourceVersion counter, the event ring, the
+ * subscriber list and the secondary indexes (each a map from value to the set of object keys,
+ * both jansson objects: a set is an object whose members are null). */
 #include "tools/kubesim/store.h"
 
 #include <inttypes.h>
@@ -19,6 +20,7 @@ struct sub {
 
 struct store {
 	json_t *objs[RES_COUNT]; /* key "ns/name" or "name" -> object */
+	json_t *idx[RES_COUNT][STORE_IDX_COUNT]; /* value -> {key: null, ...} */
 	uint64_t rv;
 	uint64_t compacted; /* events with rv <= compacted are gone */
 	struct store_event *ring;
@@ -40,8 +42,11 @@ static void key_of(char *buf, size_t len, const char *ns, const char *name)
 struct store *store_new(size_t history_cap, uint64_t first_rv)
 {
 	struct store *s = gwb_calloc(1, sizeof *s);
-	for (int i = 0; i < RES_COUNT; i++)
+	for (int i = 0; i < RES_COUNT; i++) {
 		s->objs[i] = json_object();
+		for (int x = 0; x < STORE_IDX_COUNT; x++)
+			s->idx[i][x] = json_object();
+	}
 	s->cap = history_cap ? history_cap : 1;
 	s->ring = gwb_calloc(s->cap, sizeof *s->ring);
 	s->rv = first_rv;
@@ -61,8 +66,11 @@ void store_free(struct store *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; i < RES_COUNT; i++)
+	for (int i = 0; i < RES_COUNT; i++) {
 		json_decref(s->objs[i]);
+		for (int x = 0; x < STORE_IDX_COUNT; x++)
+			json_decref(s->idx[i][x]);
+	}
 	for (size_t i = 0; i < s->len; i++)
 		ev_release(&s->ring[(s->head + i) % s->cap]);
 	gwb_free(s->ring);
@@ -97,9 +105,14 @@ static int cmp_key(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t ***out)
+/* The objects of res under the keys of set (a jansson object; NULL: every object), in
+ * namespace ns when not NULL, sorted by key. */
+static size_t list_keys(const struct store *s, enum res_id res, json_t *set, const char *ns,
+			json_t ***out)
 {
-	size_t n = json_object_size(s->objs[res]);
+	if (!set)
+		set = s->objs[res];
+	size_t n = json_object_size(set);
 	*out = NULL;
 	if (!n)
 		return 0;
@@ -107,7 +120,7 @@ size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t
 	size_t k = 0, nslen = ns ? strlen(ns) : 0;
 	const char *key;
 	json_t *v;
-	json_object_foreach(s->objs[res], key, v)
+	json_object_foreach(set, key, v)
 	{
 		if (ns && (strncmp(key, ns, nslen) != 0 || key[nslen] != '/'))
 			continue;
@@ -117,12 +130,95 @@ size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t
 	json_t **arr = NULL;
 	if (k) {
 		arr = gwb_malloc(k * sizeof *arr);
-		for (size_t i = 0; i < k; i++)
-			arr[i] = json_object_get(s->objs[res], keys[i]);
+		size_t w = 0;
+		for (size_t i = 0; i < k; i++) {
+			json_t *o = json_object_get(s->objs[res], keys[i]);
+			if (o)
+				arr[w++] = o;
+		}
+		k = w;
 	}
 	gwb_free(keys);
 	*out = arr;
 	return k;
+}
+
+size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t ***out)
+{
+	if (ns && ns[0]) {
+		json_t *set = json_object_get(s->idx[res][STORE_IDX_NS], ns);
+		*out = NULL;
+		return set ? list_keys(s, res, set, ns, out) : 0;
+	}
+	return list_keys(s, res, NULL, ns, out);
+}
+
+size_t store_list_index(const struct store *s, enum res_id res, enum store_index idx,
+			const char *value, const char *ns, json_t ***out)
+{
+	json_t *set = json_object_get(s->idx[res][idx], value ? value : "");
+	*out = NULL;
+	return set ? list_keys(s, res, set, ns, out) : 0;
+}
+
+size_t store_index_count(const struct store *s, enum res_id res, enum store_index idx,
+			 const char *value)
+{
+	return json_object_size(json_object_get(s->idx[res][idx], value ? value : ""));
+}
+
+/* ---- index maintenance ---- */
+
+static void idx_one(struct store *s, enum res_id res, enum store_index idx, const char *value,
+		    const char *key, int add)
+{
+	json_t *map = s->idx[res][idx];
+	json_t *set = json_object_get(map, value);
+	if (add) {
+		if (!set) {
+			set = json_object();
+			json_object_set_new(map, value, set);
+		}
+		json_object_set_new(set, key, json_null());
+	} else if (set) {
+		json_object_del(set, key);
+		if (!json_object_size(set))
+			json_object_del(map, value);
+	}
+}
+
+/* Adds (add = 1) or removes every index entry of obj stored under key. */
+static void idx_apply(struct store *s, enum res_id res, const json_t *obj, const char *key,
+		      int add)
+{
+	const char *ns = obj_ns(obj);
+	if (ns && ns[0])
+		idx_one(s, res, STORE_IDX_NS, ns, key, add);
+	const char *lk;
+	json_t *lv;
+	json_object_foreach(obj_path(obj, "metadata.labels"), lk, lv)
+	{
+		if (!json_is_string(lv))
+			continue;
+		size_t n = strlen(lk) + json_string_length(lv) + 2;
+		char small[256], *buf = n <= sizeof small ? small : gwb_malloc(n);
+		snprintf(buf, n, "%s=%s", lk, json_string_value(lv));
+		idx_one(s, res, STORE_IDX_LABEL, buf, key, add);
+		if (buf != small)
+			gwb_free(buf);
+	}
+	size_t i;
+	json_t *ref;
+	json_array_foreach(obj_path(obj, "metadata.ownerReferences"), i, ref)
+	{
+		const char *uid = obj_str(ref, "uid");
+		if (uid)
+			idx_one(s, res, STORE_IDX_OWNER, uid, key, add);
+	}
+	if (res == RES_PODS) {
+		const char *node = obj_str(obj, "spec.nodeName");
+		idx_one(s, res, STORE_IDX_NODE, node ? node : "", key, add);
+	}
 }
 
 size_t store_count(const struct store *s, enum res_id res)
@@ -181,6 +277,7 @@ int store_create(struct store *s, enum res_id res, json_t *obj)
 	}
 	set_rv(obj, ++s->rv);
 	json_object_set_new(s->objs[res], key, obj);
+	idx_apply(s, res, obj, key, 1);
 	fan_out(s, STORE_ADDED, res, obj, NULL);
 	return 0;
 }
@@ -218,7 +315,9 @@ int store_update(struct store *s, enum res_id res, json_t *obj, json_t **out)
 	}
 	json_incref(prev);
 	set_rv(obj, ++s->rv);
+	idx_apply(s, res, prev, key, 0);
 	json_object_set_new(s->objs[res], key, obj);
+	idx_apply(s, res, obj, key, 1);
 	fan_out(s, STORE_MODIFIED, res, obj, prev);
 	json_decref(prev);
 	if (out)
@@ -240,6 +339,7 @@ int store_remove(struct store *s, enum res_id res, const char *ns, const char *n
 	if (!final)
 		final = json_deep_copy(prev);
 	set_rv(final, ++s->rv);
+	idx_apply(s, res, prev, key, 0);
 	json_object_del(s->objs[res], key);
 	fan_out(s, STORE_DELETED, res, final, prev);
 	json_decref(prev);
