@@ -5,7 +5,10 @@
  *   container:  RUNNING --exit--> EXITED
  *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
  *
- * A container of a pod that vanished from the store is stopped the same way with a 2 s grace. */
+ * A container of a pod that vanished from the store is stopped the same way with a 2 s grace.
+ * A pass visits the pods that changed (the store's fan-out), those with a container running or
+ * terminating or just exited, and once a second every pod that has containers (restart
+ * back-offs); pods bound to any Node of the store are run here. */
 #include "tools/kubesim/kubelet.h"
 
 #include <errno.h>
@@ -37,6 +40,8 @@
 #define ORPHAN_GRACE_MS 2000
 /* Crash-loop back-off cap for restartPolicy OnFailure/Always. */
 #define RESTART_BACKOFF_MAX_MS 300000
+/* Every pod with containers is visited at least this often (restart back-off). */
+#define FULL_PASS_MS 1000
 #define HAMI_LIBRARY "/usr/local/vgpu/libvgpu.so"
 #define MAX_ENV 256
 #define MAX_ARGS 64
@@ -64,7 +69,31 @@ struct kubelet {
 	struct event *sigchld;
 	struct proc *procs;
 	unsigned ip_seq;
+	json_t *dirty;        /* keys "ns/name" of bound pods to visit in the next pass */
+	int gone;             /* a pod was deleted since the last orphan check */
+	int sub;
+	int64_t last_full_ms;
 };
+
+static void mark_key(struct kubelet *k, const char *ns, const char *name)
+{
+	char key[520];
+	snprintf(key, sizeof key, "%s/%s", ns, name);
+	json_object_set_new(k->dirty, key, json_null());
+}
+
+/* Store fan-out: remembers which bound pods changed and whether one went. */
+static void on_change(const struct store_event *ev, void *arg)
+{
+	struct kubelet *k = arg;
+	if (ev->res != RES_PODS)
+		return;
+	if (ev->type == STORE_DELETED)
+		k->gone = 1;
+	const char *node = obj_str(ev->obj, "spec.nodeName");
+	if (node && node[0])
+		mark_key(k, obj_ns(ev->obj), obj_name(ev->obj));
+}
 
 static const char *cstate_name(enum cstate s)
 {
@@ -97,6 +126,7 @@ static void reap(struct kubelet *k)
 			p->state = C_EXITED;
 			p->status = st;
 			p->finished_ms = clock_now_ms();
+			mark_key(k, p->ns, p->pod);
 			/* When a container's main process ends, the runtime kills what it left. */
 			kill(-pid, SIGKILL);
 			log_info("kubelet", "container_exited", "pod=%s/%s container=%s pid=%d status=%d",
@@ -121,6 +151,8 @@ struct kubelet *kubelet_new(struct ks *ks)
 	k->ks = ks;
 	k->sigchld = evsignal_new(ks->base, SIGCHLD, sigchld_cb, k);
 	evsignal_add(k->sigchld, NULL);
+	k->dirty = json_object();
+	k->sub = store_subscribe(ks->store, on_change, k);
 	return k;
 }
 
@@ -140,6 +172,8 @@ void kubelet_free(struct kubelet *k)
 		gwb_free(p);
 	}
 	event_free(k->sigchld);
+	store_unsubscribe(k->ks->store, k->sub);
+	json_decref(k->dirty);
 	gwb_free(k);
 }
 
@@ -854,6 +888,8 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 static void sync_pod(struct kubelet *k, const json_t *pod)
 {
 	int terminal = obj_pod_terminal(pod);
+	if (terminal && !obj_deleting(pod))
+		return;
 	int any_proc = 0, all_exited = 1;
 	for (struct proc *p = k->procs; p; p = p->next)
 		if (!strcmp(p->uid, obj_uid(pod))) {
@@ -892,26 +928,43 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 void kubelet_sync(struct kubelet *k)
 {
 	reap(k);
-	json_t **pods = NULL;
-	size_t n = store_list(k->ks->store, RES_PODS, NULL, &pods);
-	/* Keys first: syncing writes pods and invalidates the borrowed pointers. */
+	int full = clock_mono_ms() - k->last_full_ms >= FULL_PASS_MS;
+	if (full)
+		k->last_full_ms = clock_mono_ms();
+	/* Pods with containers that need a look without a change of theirs. */
+	int live = 0;
+	for (struct proc *p = k->procs; p; p = p->next)
+		if (full || p->state != C_EXITED) {
+			mark_key(k, p->ns, p->pod);
+			live += p->state != C_EXITED;
+		}
+	/* Keys first: syncing writes pods (and marks them for the next pass). */
+	json_t *dirty = k->dirty;
+	k->dirty = json_object();
+	size_t n = json_object_size(dirty), m = 0;
 	char (*keys)[2][256] = gwb_calloc(n ? n : 1, sizeof *keys);
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++) {
-		const char *node = obj_str(pods[i], "spec.nodeName");
-		if (!node || strcmp(node, k->ks->cfg.node))
+	const char *key;
+	json_t *v;
+	json_object_foreach(dirty, key, v)
+	{
+		const char *slash = strchr(key, '/');
+		if (!slash)
 			continue;
-		snprintf(keys[m][0], 256, "%s", obj_ns(pods[i]));
-		snprintf(keys[m][1], 256, "%s", obj_name(pods[i]));
+		snprintf(keys[m][0], 256, "%.*s", (int)(slash - key), key);
+		snprintf(keys[m][1], 256, "%s", slash + 1);
 		m++;
 	}
-	gwb_free(pods);
+	json_decref(dirty);
 	for (size_t i = 0; i < m; i++) {
 		json_t *pod = store_get(k->ks->store, RES_PODS, keys[i][0], keys[i][1]);
-		if (pod)
+		const char *node = pod ? obj_str(pod, "spec.nodeName") : NULL;
+		if (node && node[0] && store_get(k->ks->store, RES_NODES, NULL, node))
 			sync_pod(k, pod);
 	}
 	gwb_free(keys);
+	if (!full && !k->gone && !live)
+		return;
+	k->gone = 0;
 	/* Containers whose pod is gone (force-deleted, or re-created with a new uid). */
 	for (struct proc **pp = &k->procs; *pp;) {
 		struct proc *p = *pp;
