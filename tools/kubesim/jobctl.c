@@ -43,6 +43,7 @@ struct jobctl {
 	struct failmark *fails; /* last counted failure per Job uid, for the back-off */
 	json_t *dirty;          /* Job keys "ns/name" -> null: to sync in the next pass */
 	json_t *owners;         /* Job uid -> "ns/name": check that it exists, else collect pods */
+	json_t *timed;          /* Job keys with timed work, kept from the Jobs' changes */
 	int sub;
 	int64_t last_timed_ms;
 	struct pass_stats last, last_timed;
@@ -93,17 +94,22 @@ static void mark_pod_owner(struct jobctl *jc, const json_t *pod)
 	json_object_set_new(jc->owners, uid, json_string(key));
 }
 
+static int has_timed_work(struct jobctl *jc, const json_t *job);
+
 /* Store fan-out: only records what changed; the pass does the work. */
 static void on_change(const struct store_event *ev, void *arg)
 {
 	struct jobctl *jc = arg;
 	if (ev->res == RES_JOBS) {
 		mark(jc->dirty, obj_ns(ev->obj), obj_name(ev->obj), NULL);
-		if (ev->type == STORE_DELETED && obj_uid(ev->obj)) {
-			char key[520];
-			snprintf(key, sizeof key, "%s/%s", obj_ns(ev->obj), obj_name(ev->obj));
+		char key[520];
+		snprintf(key, sizeof key, "%s/%s", obj_ns(ev->obj), obj_name(ev->obj));
+		if (ev->type != STORE_DELETED && has_timed_work(jc, ev->obj))
+			json_object_set_new(jc->timed, key, json_null());
+		else
+			json_object_del(jc->timed, key);
+		if (ev->type == STORE_DELETED && obj_uid(ev->obj))
 			json_object_set_new(jc->owners, obj_uid(ev->obj), json_string(key));
-		}
 	} else if (ev->res == RES_PODS) {
 		mark_pod_owner(jc, ev->obj);
 		mark_pod_owner(jc, ev->prev); /* an owner change concerns the old Job too */
@@ -116,6 +122,7 @@ struct jobctl *jobctl_new(struct ks *ks)
 	jc->ks = ks;
 	jc->dirty = json_object();
 	jc->owners = json_object();
+	jc->timed = json_object();
 	jc->sub = store_subscribe(ks->store, on_change, jc);
 	return jc;
 }
@@ -132,6 +139,7 @@ void jobctl_free(struct jobctl *jc)
 	store_unsubscribe(jc->ks->store, jc->sub);
 	json_decref(jc->dirty);
 	json_decref(jc->owners);
+	json_decref(jc->timed);
 	gwb_free(jc);
 }
 
@@ -157,19 +165,20 @@ struct podkey {
 	char ns[256], name[256];
 };
 
-/* Pods of ns whose controller reference is the Job uid (from the owner index). */
-static size_t owned_pods(struct ks *ks, const char *ns, const char *uid, struct podkey *out,
-			 size_t max)
+/* Pods of ns whose controller reference is the Job uid (from the owner index), at most
+ * MAX_PODS_PER_JOB. *out is a gwb_malloc'd array sized to the answer (the caller frees it). */
+static size_t owned_pods(struct ks *ks, const char *ns, const char *uid, struct podkey **out)
 {
 	json_t **pods = NULL;
 	size_t n = store_list_index(ks->store, RES_PODS, STORE_IDX_OWNER, uid, ns, &pods);
 	size_t k = 0;
-	for (size_t i = 0; i < n && k < max; i++) {
+	*out = gwb_malloc((n ? n : 1) * sizeof **out);
+	for (size_t i = 0; i < n && k < MAX_PODS_PER_JOB; i++) {
 		const char *owner = obj_controller_uid(pods[i], "Job");
 		if (!owner || strcmp(owner, uid))
 			continue;
-		snprintf(out[k].ns, sizeof out[k].ns, "%s", obj_ns(pods[i]));
-		snprintf(out[k].name, sizeof out[k].name, "%s", obj_name(pods[i]));
+		snprintf((*out)[k].ns, sizeof (*out)[k].ns, "%s", obj_ns(pods[i]));
+		snprintf((*out)[k].name, sizeof (*out)[k].name, "%s", obj_name(pods[i]));
 		k++;
 	}
 	gwb_free(pods);
@@ -520,12 +529,24 @@ static void js_run(struct jobsync *js)
 				js->active++;
 }
 
+/* A copy of the Job for a pass that writes status only: status and the metadata object are
+ * copies (the store stamps metadata.resourceVersion into what it is given); spec and the rest
+ * are shared with the stored Job, which nobody changes in place. A deep copy of every Job
+ * each pass was most of a pass's cost. */
+static json_t *copy_for_status(const json_t *job)
+{
+	json_t *nw = json_copy((json_t *)job);
+	json_object_set_new(nw, "metadata", json_copy(json_object_get(job, "metadata")));
+	json_t *st = json_object_get(job, "status");
+	json_object_set_new(nw, "status", st ? json_deep_copy(st) : json_object());
+	return nw;
+}
+
 static void sync_job(struct jobctl *jc, const json_t *job)
 {
 	struct jobsync js = { .jc = jc, .ks = jc->ks, .job = job, .now = clock_now_ms() };
-	js.keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *js.keys);
-	js.np = owned_pods(js.ks, obj_ns(job), obj_uid(job), js.keys, MAX_PODS_PER_JOB);
-	js.nw = json_deep_copy(job);
+	js.np = owned_pods(js.ks, obj_ns(job), obj_uid(job), &js.keys);
+	js.nw = copy_for_status(job);
 	js.succeeded = obj_int(job, "status.succeeded", 0);
 	js.failed = obj_int(job, "status.failed", 0);
 	js_account(&js);
@@ -549,7 +570,7 @@ static void sync_job(struct jobctl *jc, const json_t *job)
 	if (!json_object_get(st, "uncountedTerminatedPods"))
 		json_object_set_new(st, "uncountedTerminatedPods", json_object());
 	gwb_free(js.keys);
-	if (json_equal(js.nw, job))
+	if (json_equal(json_object_get(js.nw, "status"), json_object_get(job, "status")))
 		json_decref(js.nw);
 	else
 		api_commit(js.ks, RES_JOBS, js.nw);
@@ -608,8 +629,8 @@ static void remove_job_finalizer(struct ks *ks, const json_t *job, const char *n
 static void gc_deleting_job(struct jobctl *jc, const json_t *job)
 {
 	struct ks *ks = jc->ks;
-	struct podkey *keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *keys);
-	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), keys, MAX_PODS_PER_JOB);
+	struct podkey *keys = NULL;
+	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), &keys);
 	if (has_finalizer(job, "orphan")) {
 		for (size_t i = 0; i < np; i++) {
 			json_t *pod = get_pod(ks, &keys[i]);
@@ -654,8 +675,8 @@ static void gc_pods(struct jobctl *jc)
 		json_t *job = store_get(ks->store, RES_JOBS, ns, name);
 		if (job && obj_uid(job) && !strcmp(obj_uid(job), uid))
 			continue;
-		struct podkey *dead = gwb_calloc(MAX_PODS_PER_JOB, sizeof *dead);
-		size_t nd = owned_pods(ks, ns, uid, dead, MAX_PODS_PER_JOB);
+		struct podkey *dead = NULL;
+		size_t nd = owned_pods(ks, ns, uid, &dead);
 		for (size_t i = 0; i < nd; i++) {
 			json_t *pod = get_pod(ks, &dead[i]);
 			if (!pod)
@@ -732,14 +753,25 @@ static void gc_namespaces(struct ks *ks)
 	gwb_free(names);
 }
 
-/* A Job with work that comes due without any change: back-off, deadline, TTL, deletion. */
-static int has_timed_work(const json_t *job)
+/* A Job with work that comes due without any change of its own or of its pods: a TTL after
+ * it finished, a deadline, a back-off after a failure, pods it still lacks (a create that
+ * failed is tried again), or its deletion. */
+static int has_timed_work(struct jobctl *jc, const json_t *job)
 {
 	if (obj_deleting(job))
 		return 1;
 	if (obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed"))
 		return json_is_integer(obj_path(job, "spec.ttlSecondsAfterFinished"));
-	return 1;
+	if (obj_true(job, "spec.suspend"))
+		return 0;
+	if (json_is_integer(obj_path(job, "spec.activeDeadlineSeconds")) || failmark(jc, job, 0))
+		return 1;
+	int64_t completions = obj_int(job, "spec.completions", 1);
+	int64_t want = completions - obj_int(job, "status.succeeded", 0);
+	int64_t parallelism = obj_int(job, "spec.parallelism", 1);
+	if (want > parallelism)
+		want = parallelism;
+	return obj_int(job, "status.active", 0) < want;
 }
 
 static int cmp_key(const void *a, const void *b)
@@ -771,12 +803,10 @@ void jobctl_sync(struct jobctl *jc)
 	int64_t t0 = mono_us();
 	int timed = clock_mono_ms() - jc->last_timed_ms >= TIMED_PASS_MS;
 	if (timed) {
-		json_t **jobs = NULL;
-		size_t n = store_list(ks->store, RES_JOBS, NULL, &jobs);
-		for (size_t i = 0; i < n; i++)
-			if (has_timed_work(jobs[i]))
-				mark(jc->dirty, obj_ns(jobs[i]), obj_name(jobs[i]), NULL);
-		gwb_free(jobs);
+		const char *key;
+		json_t *v;
+		json_object_foreach(jc->timed, key, v)
+			json_object_set_new(jc->dirty, key, json_null());
 		jc->last_timed_ms = clock_mono_ms();
 	}
 	/* Take the dirty set: this pass's own writes mark Jobs for the next pass. */
@@ -823,6 +853,15 @@ void jobctl_sync(struct jobctl *jc)
 	if (us > jc->max_us)
 		jc->max_us = us;
 	jc->passes++;
+}
+
+void jobctl_resync(struct jobctl *jc)
+{
+	json_t **jobs = NULL;
+	size_t n = store_list(jc->ks->store, RES_JOBS, NULL, &jobs);
+	for (size_t i = 0; i < n; i++)
+		mark(jc->dirty, obj_ns(jobs[i]), obj_name(jobs[i]), NULL);
+	gwb_free(jobs);
 }
 
 json_t *jobctl_stats(const struct jobctl *jc)

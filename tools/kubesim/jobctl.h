@@ -5,7 +5,8 @@
  * conditions; ttlSecondsAfterFinished; and the propagation policies of Job and namespace
  * deletion (Background, Foreground, Orphan). Level-triggered but driven by a dirty set: a
  * pass reconciles the Jobs that changed or whose pods changed (learnt from the store's change
- * fan-out), and once a second every Job with timed work (back-off, deadline, TTL). */
+ * fan-out), and once a second every Job with timed work (back-off, deadline, TTL, missing
+ * pods). */
 #ifndef KUBESIM_JOBCTL_H
 #define KUBESIM_JOBCTL_H
 
@@ -22,6 +23,9 @@ void jobctl_free(struct jobctl *jc);
 /* One reconcile pass over the dirty Jobs (all Jobs with timed work when the last such pass is
  * a second old), the pods of deleted or missing owners, and deleted namespaces. */
 void jobctl_sync(struct jobctl *jc);
+/* Marks every Job for the next pass (an informer's resync; also how a benchmark times a pass
+ * over all Jobs). */
+void jobctl_resync(struct jobctl *jc);
 /* Pass figures for the control endpoint (new reference): the last pass and the last timed
  * pass, each with its duration in microseconds and the Jobs it synced, and the longest pass. */
 json_t *jobctl_stats(const struct jobctl *jc);
