@@ -12,6 +12,7 @@
  *   POST   /_kubesim/actions/device-health  {"node": n, "minor": m, "healthy": b, "xid": x}
  *   GET    /_kubesim/state           resourceVersion, open watches, running containers, the
  *                                    in-flight limits and the Job controller's pass figures
+ *   POST   /_kubesim/actions/resync      one Job controller pass over every Job (figures)
  *   GET|PUT /_kubesim/limits         the in-flight limits: {"max_requests_inflight": N,
  *                                    "max_mutating_requests_inflight": M} (0: no limit) */
 #include "tools/kubesim/faults.h"
@@ -347,6 +348,12 @@ void faults_handle(struct hreq *h, void *arg)
 					  jobctl_stats(ks->jobctl)));
 	} else if (!strcmp(h->path, "/_kubesim/limits")) {
 		limits_handle(h, ks, doc);
+	} else if (!strcmp(h->path, "/_kubesim/actions/resync") && h->cmd == EVHTTP_REQ_POST) {
+		/* One Job controller pass over every Job, now; the answer has its figures. */
+		jobctl_resync(ks->jobctl);
+		jobctl_sync(ks->jobctl);
+		ks_kick(ks);
+		http_reply_json(h, 200, jobctl_stats(ks->jobctl));
 	} else {
 		reply_error(h, 404, "no such control endpoint");
 	}
