@@ -826,19 +826,31 @@ static void do_list(struct hreq *h, struct route *rt)
 	json_t **sel = gwb_malloc((n ? n : 1) * sizeof *sel);
 	size_t k = 0, remaining = 0;
 	char last_key[600] = "";
-	for (size_t i = 0; i < n; i++) {
+	/* objs are sorted by namespace/name: the continue point is found by bisection. */
+	size_t lo = 0, hi = n;
+	while (after[0] && lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
 		char key[600];
-		snprintf(key, sizeof key, "%s/%s", obj_ns(objs[i]), obj_name(objs[i]));
-		if (after[0] && strcmp(key, after) <= 0)
-			continue;
-		if (!selector_match(ls, objs[i]) || !selector_match(fs, objs[i]))
+		snprintf(key, sizeof key, "%s/%s", obj_ns(objs[mid]), obj_name(objs[mid]));
+		if (strcmp(key, after) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int filtered = ls || fs;
+	for (size_t i = lo; i < n; i++) {
+		if (filtered && (!selector_match(ls, objs[i]) || !selector_match(fs, objs[i])))
 			continue;
 		if (limit > 0 && (long)k >= limit) {
+			if (!filtered) {
+				remaining = n - i; /* every later object matches */
+				break;
+			}
 			remaining++;
 			continue;
 		}
 		sel[k++] = objs[i];
-		snprintf(last_key, sizeof last_key, "%s", key);
+		snprintf(last_key, sizeof last_key, "%s/%s", obj_ns(objs[i]), obj_name(objs[i]));
 	}
 	char rv[32];
 	snprintf(rv, sizeof rv, "%" PRIu64, store_rv(ks->store));

@@ -21,6 +21,14 @@ struct sub {
 struct store {
 	json_t *objs[RES_COUNT]; /* key "ns/name" or "name" -> object */
 	json_t *idx[RES_COUNT][STORE_IDX_COUNT]; /* value -> {key: null, ...} */
+	/* Every key of a resource in order, rebuilt at the first list after a create or remove
+	 * (updates keep keys: jansson keeps a member's key when its value is replaced). The
+	 * pointers are jansson's own keys. */
+	struct {
+		const char **keys;
+		size_t n, cap;
+		int valid;
+	} sorted[RES_COUNT];
 	uint64_t rv;
 	uint64_t compacted; /* events with rv <= compacted are gone */
 	struct store_event *ring;
@@ -70,6 +78,7 @@ void store_free(struct store *s)
 		json_decref(s->objs[i]);
 		for (int x = 0; x < STORE_IDX_COUNT; x++)
 			json_decref(s->idx[i][x]);
+		gwb_free(s->sorted[i].keys);
 	}
 	for (size_t i = 0; i < s->len; i++)
 		ev_release(&s->ring[(s->head + i) % s->cap]);
@@ -143,14 +152,64 @@ static size_t list_keys(const struct store *s, enum res_id res, json_t *set, con
 	return k;
 }
 
-size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t ***out)
+static void sorted_ensure(struct store *s, enum res_id res)
 {
-	if (ns && ns[0]) {
-		json_t *set = json_object_get(s->idx[res][STORE_IDX_NS], ns);
-		*out = NULL;
-		return set ? list_keys(s, res, set, ns, out) : 0;
+	if (s->sorted[res].valid)
+		return;
+	size_t n = json_object_size(s->objs[res]);
+	if (n > s->sorted[res].cap) {
+		s->sorted[res].cap = n * 2;
+		s->sorted[res].keys =
+			gwb_realloc(s->sorted[res].keys, s->sorted[res].cap * sizeof(char *));
 	}
-	return list_keys(s, res, NULL, ns, out);
+	size_t k = 0;
+	const char *key;
+	json_t *v;
+	json_object_foreach(s->objs[res], key, v)
+		s->sorted[res].keys[k++] = key;
+	qsort(s->sorted[res].keys, k, sizeof(char *), cmp_key);
+	s->sorted[res].n = k;
+	s->sorted[res].valid = 1;
+}
+
+size_t store_list(const struct store *cs, enum res_id res, const char *ns, json_t ***out)
+{
+	/* The order cache is not part of the store's observable state. */
+	struct store *s = (struct store *)cs;
+	sorted_ensure(s, res);
+	const char **keys = s->sorted[res].keys;
+	size_t n = s->sorted[res].n, lo = 0, hi = n;
+	char prefix[300] = "";
+	size_t plen = 0;
+	if (ns && ns[0]) {
+		/* A namespace's keys "ns/..." are contiguous: bisect to the first. */
+		plen = (size_t)snprintf(prefix, sizeof prefix, "%s/", ns);
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (strcmp(keys[mid], prefix) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	*out = NULL;
+	if (ns && !ns[0])
+		return 0; /* no key has an empty namespace part */
+	if (lo >= n)
+		return 0;
+	json_t **arr = gwb_malloc((n - lo) * sizeof *arr);
+	size_t k = 0;
+	for (size_t i = lo; i < n; i++) {
+		if (plen && strncmp(keys[i], prefix, plen) != 0)
+			break;
+		arr[k++] = json_object_get(s->objs[res], keys[i]);
+	}
+	if (!k) {
+		gwb_free(arr);
+		arr = NULL;
+	}
+	*out = arr;
+	return k;
 }
 
 size_t store_list_index(const struct store *s, enum res_id res, enum store_index idx,
@@ -219,6 +278,11 @@ static void idx_apply(struct store *s, enum res_id res, const json_t *obj, const
 		const char *node = obj_str(obj, "spec.nodeName");
 		idx_one(s, res, STORE_IDX_NODE, node ? node : "", key, add);
 	}
+	if (res == RES_EVENTS) {
+		const char *uid = obj_str(obj, "involvedObject.uid");
+		if (uid)
+			idx_one(s, res, STORE_IDX_INVOLVED, uid, key, add);
+	}
 }
 
 size_t store_count(const struct store *s, enum res_id res)
@@ -277,6 +341,7 @@ int store_create(struct store *s, enum res_id res, json_t *obj)
 	}
 	set_rv(obj, ++s->rv);
 	json_object_set_new(s->objs[res], key, obj);
+	s->sorted[res].valid = 0;
 	idx_apply(s, res, obj, key, 1);
 	fan_out(s, STORE_ADDED, res, obj, NULL);
 	return 0;
@@ -341,6 +406,7 @@ int store_remove(struct store *s, enum res_id res, const char *ns, const char *n
 	set_rv(final, ++s->rv);
 	idx_apply(s, res, prev, key, 0);
 	json_object_del(s->objs[res], key);
+	s->sorted[res].valid = 0;
 	fan_out(s, STORE_DELETED, res, final, prev);
 	json_decref(prev);
 	if (out)
