@@ -822,13 +822,20 @@ static void do_list(struct hreq *h, struct route *rt)
 		return;
 	}
 	json_t **objs = NULL;
-	size_t n = list_candidates(ks, rt, ls, &objs);
+	size_t n, k = 0, remaining = 0;
+	int paged = !ls && !fs && limit > 0;
+	if (paged) {
+		/* A page of an unfiltered list: only the page is read, from the key order. */
+		n = store_list_after(ks->store, rt->r->id, rt->has_ns ? rt->ns : NULL, after,
+				     (size_t)limit, &objs, &remaining);
+	} else {
+		n = list_candidates(ks, rt, ls, &objs);
+	}
 	json_t **sel = gwb_malloc((n ? n : 1) * sizeof *sel);
-	size_t k = 0, remaining = 0;
 	char last_key[600] = "";
 	/* objs are sorted by namespace/name: the continue point is found by bisection. */
 	size_t lo = 0, hi = n;
-	while (after[0] && lo < hi) {
+	while (!paged && after[0] && lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		char key[600];
 		snprintf(key, sizeof key, "%s/%s", obj_ns(objs[mid]), obj_name(objs[mid]));
@@ -843,15 +850,17 @@ static void do_list(struct hreq *h, struct route *rt)
 			continue;
 		if (limit > 0 && (long)k >= limit) {
 			if (!filtered) {
-				remaining = n - i; /* every later object matches */
+				remaining += n - i; /* every later object matches */
 				break;
 			}
 			remaining++;
 			continue;
 		}
 		sel[k++] = objs[i];
-		snprintf(last_key, sizeof last_key, "%s/%s", obj_ns(objs[i]), obj_name(objs[i]));
 	}
+	if (k)
+		snprintf(last_key, sizeof last_key, "%s/%s", obj_ns(sel[k - 1]),
+			 obj_name(sel[k - 1]));
 	char rv[32];
 	snprintf(rv, sizeof rv, "%" PRIu64, store_rv(ks->store));
 	const char *tv = table_accept(http_req_header(h, "Accept"));

@@ -172,6 +172,64 @@ static void sorted_ensure(struct store *s, enum res_id res)
 	s->sorted[res].valid = 1;
 }
 
+/* First index in the sorted keys of res whose key is not below `key` (ge = 1) or above it. */
+static size_t sorted_bound(struct store *s, enum res_id res, const char *key, int ge)
+{
+	const char **keys = s->sorted[res].keys;
+	size_t lo = 0, hi = s->sorted[res].n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(keys[mid], key);
+		if (ge ? c < 0 : c <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+size_t store_list_after(const struct store *cs, enum res_id res, const char *ns,
+			const char *after, size_t max, json_t ***out, size_t *rest)
+{
+	struct store *s = (struct store *)cs; /* the order cache only */
+	sorted_ensure(s, res);
+	const char **keys = s->sorted[res].keys;
+	size_t n = s->sorted[res].n, lo = 0, end = n;
+	char prefix[300] = "";
+	size_t plen = 0;
+	if (ns && ns[0]) {
+		plen = (size_t)snprintf(prefix, sizeof prefix, "%s/", ns);
+		lo = sorted_bound(s, res, prefix, 1);
+		/* The namespace ends where keys stop starting with "ns/" ('/' + 1 is '0'). */
+		prefix[plen - 1] = '0';
+		end = sorted_bound(s, res, prefix, 1);
+		prefix[plen - 1] = '/';
+	}
+	if (after && after[0]) {
+		/* Cluster-scoped keys have no namespace part: "/name" continues after "name". */
+		const char *a = after[0] == '/' ? after + 1 : after;
+		size_t from = sorted_bound(s, res, a, 0);
+		if (from > lo)
+			lo = from;
+	}
+	*out = NULL;
+	if (rest)
+		*rest = 0;
+	if (lo >= end)
+		return 0;
+	size_t k = end - lo;
+	if (max && k > max) {
+		if (rest)
+			*rest = k - max;
+		k = max;
+	}
+	json_t **arr = gwb_malloc(k * sizeof *arr);
+	for (size_t i = 0; i < k; i++)
+		arr[i] = json_object_get(s->objs[res], keys[lo + i]);
+	*out = arr;
+	return k;
+}
+
 size_t store_list(const struct store *cs, enum res_id res, const char *ns, json_t ***out)
 {
 	/* The order cache is not part of the store's observable state. */

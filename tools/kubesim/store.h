@@ -62,6 +62,13 @@ json_t *store_get(const struct store *s, enum res_id res, const char *ns, const 
  * *out is a gwb_malloc'd array of borrowed pointers the caller frees with gwb_free (NULL when
  * empty). Returns the count. */
 size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t ***out);
+/* A page of store_list: the objects of res (in namespace ns, or all when ns is NULL) whose
+ * "namespace/name" sorts after `after` (a list's continue key: "ns/name", "/name" for
+ * cluster-scoped objects; "" for the start), at most max of them (0: no cap), in order. *out
+ * as for store_list; *rest (when not NULL) the number of objects after the page. Costs in
+ * proportion to the page, not to the resource. */
+size_t store_list_after(const struct store *s, enum res_id res, const char *ns,
+			const char *after, size_t max, json_t ***out, size_t *rest);
 /* Objects of res whose index idx holds value (and in namespace ns, or all when ns is NULL),
  * sorted like store_list; same ownership of *out. Returns the count. Costs in proportion to
  * the objects under that value, not to the resource. */
