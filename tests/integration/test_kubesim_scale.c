@@ -107,6 +107,83 @@ TEST_T(scale_index_label_lists, 40)
 	expect_names(&k, "/api/v1/pods?labelSelector=tier%3Dt", "p1,p2,p3");
 }
 
+/* Follows a paged list: the names of every page joined with '|' between pages, and the
+ * remainingItemCount of each page but the last joined with ','. */
+static void pages(struct h_kubesim *k, const char *path, char *out, size_t len, char *rem,
+		  size_t rlen)
+{
+	char cont[1400] = "";
+	size_t o = 0, r = 0;
+	out[0] = rem[0] = '\0';
+	for (int page = 0; page < 50; page++) {
+		char full[2048];
+		snprintf(full, sizeof full, "%s%s%s", path, cont[0] ? "&continue=" : "", cont);
+		json_t *list = h_kube_get(k, full);
+		CHECKF(list, "no list at %s", full);
+		size_t i;
+		json_t *it;
+		json_array_foreach(json_object_get(list, "items"), i, it)
+			o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s",
+					      i ? "," : (page ? "|" : ""),
+					      json_string_value(json_object_get(
+						      json_object_get(it, "metadata"), "name")));
+		json_t *meta = json_object_get(list, "metadata");
+		const char *next = json_string_value(json_object_get(meta, "continue"));
+		if (next)
+			r += (size_t)snprintf(rem + r, r < rlen ? rlen - r : 0, "%s%lld",
+					      r ? "," : "",
+					      (long long)json_integer_value(json_object_get(
+						      meta, "remainingItemCount")));
+		snprintf(cont, sizeof cont, "%s", next ? next : "");
+		json_decref(list);
+		if (!cont[0])
+			return;
+	}
+	t_fail(__FILE__, __LINE__, "%s: more than 50 pages", path);
+}
+
+TEST_T(scale_paged_lists, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	plain_pod(&k, NS, "p1", "a");
+	plain_pod(&k, NS, "p2", "b");
+	plain_pod(&k, NS, "p3", "a");
+	plain_pod(&k, NS, "p4", "a");
+	plain_pod(&k, NS, "p5", "b");
+	plain_pod(&k, "default", "d1", "a");
+	char got[1024], rem[256];
+	pages(&k, PODS "?limit=2", got, sizeof got, rem, sizeof rem);
+	CHECK_STR(got, "p1,p2|p3,p4|p5");
+	CHECK_STR(rem, "3,1");
+	pages(&k, "/api/v1/pods?limit=4", got, sizeof got, rem, sizeof rem);
+	CHECK_STR(got, "d1,p1,p2,p3|p4,p5");
+	CHECK_STR(rem, "2");
+	pages(&k, "/api/v1/namespaces/default/pods?limit=1", got, sizeof got, rem, sizeof rem);
+	CHECK_STR(got, "d1");
+	/* Filtered pages (from the label index). */
+	pages(&k, "/api/v1/pods?labelSelector=gwb.io/task%3Da&limit=2", got, sizeof got, rem,
+	      sizeof rem);
+	CHECK_STR(got, "d1,p1|p3,p4");
+	CHECK_STR(rem, "2");
+	/* Cluster-scoped: namespaces in name order. */
+	pages(&k, "/api/v1/namespaces?limit=4", got, sizeof got, rem, sizeof rem);
+	CHECK_STR(got, "default,gpu-workbench,koordinator-system,kube-node-lease|kube-public,"
+		       "kube-system");
+	CHECK_STR(rem, "2");
+	/* A pod created between pages shows in a later page when it sorts after the token. */
+	json_t *first = h_kube_get(&k, PODS "?limit=2");
+	const char *tok = json_string_value(
+		json_object_get(json_object_get(first, "metadata"), "continue"));
+	CHECK(tok);
+	char path[1600];
+	snprintf(path, sizeof path, PODS "?limit=10&continue=%s", tok);
+	json_decref(first);
+	plain_pod(&k, NS, "p25", "c");
+	expect_names(&k, path, "p25,p3,p4,p5");
+}
+
 static void create_job(struct h_kubesim *k, const char *name)
 {
 	char body[1024];

@@ -101,6 +101,53 @@ TEST(store_index_create_update_remove)
 	store_free(s);
 }
 
+static const char *page(struct store *s, enum res_id res, const char *ns, const char *after,
+			size_t max, size_t *rest)
+{
+	static char buf[512];
+	json_t **objs = NULL;
+	size_t n = store_list_after(s, res, ns, after, max, &objs, rest);
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && o < sizeof buf; i++)
+		o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? "," : "",
+				      json_string_value(json_object_get(
+					      json_object_get(objs[i], "metadata"), "name")));
+	gwb_free(objs);
+	return buf;
+}
+
+TEST(store_list_pages)
+{
+	struct store *s = store_new(16, 0);
+	const char *const keys[][2] = { { "a", "x1" }, { "a", "x2" }, { "a-b", "y" },
+					{ "ab", "z1" }, { "ab", "z2" }, { "b", "w" } };
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		CHECK_INT(store_create(s, RES_PODS, pod(keys[i][0], keys[i][1], "t", NULL, NULL)), 0);
+	size_t rest = 99;
+	CHECK_STR(page(s, RES_PODS, NULL, "", 2, &rest), "y,x1");
+	CHECK_INT(rest, 4);
+	CHECK_STR(page(s, RES_PODS, NULL, "a/x1", 2, &rest), "x2,z1");
+	CHECK_INT(rest, 2);
+	CHECK_STR(page(s, RES_PODS, NULL, "ab/z2", 0, &rest), "w");
+	CHECK_INT(rest, 0);
+	CHECK_STR(page(s, RES_PODS, NULL, "b/w", 5, &rest), "");
+	/* A namespace's page stops at its end ("a-b" and "ab" are other namespaces). */
+	CHECK_STR(page(s, RES_PODS, "a", "", 5, &rest), "x1,x2");
+	CHECK_INT(rest, 0);
+	CHECK_STR(page(s, RES_PODS, "ab", "ab/z1", 5, &rest), "z2");
+	CHECK_STR(page(s, RES_PODS, "zz", "", 5, &rest), "");
+	/* A token from before a namespace starts the namespace. */
+	CHECK_STR(page(s, RES_PODS, "b", "a/x1", 5, &rest), "w");
+	/* Cluster-scoped keys have no namespace part; tokens have an empty one. */
+	CHECK_INT(store_create(s, RES_NODES, json_pack("{s:{s:s}}", "metadata", "name", "n1")), 0);
+	CHECK_INT(store_create(s, RES_NODES, json_pack("{s:{s:s}}", "metadata", "name", "n2")), 0);
+	CHECK_STR(page(s, RES_NODES, NULL, "/n1", 5, &rest), "n2");
+	CHECK_STR(page(s, RES_NODES, NULL, "", 1, &rest), "n1");
+	CHECK_INT(rest, 1);
+	store_free(s);
+}
+
 TEST(store_index_events_involved)
 {
 	struct store *s = store_new(16, 0);
