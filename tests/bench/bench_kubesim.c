@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
@@ -119,6 +120,28 @@ static void setup(const struct h_kubesim *k)
 	}
 }
 
+/* CPU time (user + system) of process pid so far, in ms, from /proc. */
+static int64_t proc_cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the command name (which may hold spaces): state is field 3; utime and
+	 * stime are fields 14 and 15. */
+	const char *p = strrchr(buf, ')');
+	long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut,
+			 &st) != 2)
+		return -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	return (ut + st) * 1000 / (hz > 0 ? hz : 100);
+}
+
 static int64_t children_cpu_us(void)
 {
 	struct rusage ru;
@@ -188,11 +211,10 @@ static int64_t time_chunked_table(const struct h_kubesim *k, int *chunks)
 		if (curl_easy_perform(c) != CURLE_OK)
 			break;
 		(*chunks)++;
-		json_t *doc = json_loadb(b.p, b.len, 0, NULL);
-		const char *next = json_string_value(
-			json_object_get(json_object_get(doc, "metadata"), "continue"));
-		snprintf(cont, sizeof cont, "%s", next ? next : "");
-		json_decref(doc);
+		/* The token is hex: read it without parsing the whole Table. */
+		const char *at = b.p ? strstr(b.p, "\"continue\":\"") : NULL;
+		size_t n = at ? strspn(at + 12, "0123456789abcdef") : 0;
+		snprintf(cont, sizeof cont, "%.*s", (int)n, at ? at + 12 : "");
 	} while (cont[0]);
 	int64_t ms = (now_us() - t0) / 1000;
 	gwb_free(b.p);
@@ -312,9 +334,11 @@ int main(void)
 	int64_t ms = time_kubectl(&k, all, &lines, &cpu);
 	printf("  %-46s %8lld ms  (bound 1000 ms; %d lines; best of %d; kubectl CPU %lld ms)\n",
 	       "kubectl get pods -A", (long long)ms, lines, KUBECTL_RUNS, (long long)cpu);
+	int64_t ks0 = proc_cpu_ms(k.proc.pid);
 	ms = time_chunked_table(&k, &chunks);
-	printf("  %-46s %8lld ms  (its API part: %d Table chunks of 500)\n",
-	       "the same requests without kubectl", (long long)ms, chunks);
+	printf("  %-46s %8lld ms  (its API part: %d Table chunks of 500; kubesim CPU %lld ms)\n",
+	       "the same requests without kubectl", (long long)ms, chunks,
+	       (long long)(proc_cpu_ms(k.proc.pid) - ks0));
 	ms = time_kubectl(&k, one, &lines, &cpu);
 	printf("  %-46s %8lld ms  (bound: the baseline + 100 ms; %d lines)\n",
 	       "kubectl get pods -A -l gwb.io/task=bench-j-1234", (long long)ms, lines);
