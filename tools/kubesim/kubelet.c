@@ -17,6 +17,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ struct proc {
 	int restarts;
 	int reported;        /* terminal state written to the pod */
 	struct proc *next;
+	struct proc *uid_next; /* the other containers of the same pod */
 };
 
 struct kubelet {
@@ -70,6 +72,8 @@ struct kubelet {
 	struct proc *procs;
 	unsigned ip_seq;
 	json_t *dirty;        /* keys "ns/name" of bound pods to visit in the next pass */
+	json_t *uids;         /* pod uid -> its first proc (the address as an integer): pods keep
+			       * their exited containers' records, so lists grow with every pod */
 	int gone;             /* a pod was deleted since the last orphan check */
 	int sub;
 	int64_t last_full_ms;
@@ -105,9 +109,16 @@ static const char *cstate_name(enum cstate s)
 	return "?";
 }
 
+/* The first proc of a pod (chained by uid_next), or NULL. */
+static struct proc *procs_of(const struct kubelet *k, const char *uid)
+{
+	json_t *v = uid ? json_object_get(k->uids, uid) : NULL;
+	return v ? (struct proc *)(intptr_t)json_integer_value(v) : NULL;
+}
+
 static struct proc *find_proc(struct kubelet *k, const char *uid, const char *container)
 {
-	for (struct proc *p = k->procs; p; p = p->next)
+	for (struct proc *p = procs_of(k, uid); p; p = p->uid_next)
 		if (!strcmp(p->uid, uid) && !strcmp(p->container, container))
 			return p;
 	return NULL;
@@ -152,6 +163,7 @@ struct kubelet *kubelet_new(struct ks *ks)
 	k->sigchld = evsignal_new(ks->base, SIGCHLD, sigchld_cb, k);
 	evsignal_add(k->sigchld, NULL);
 	k->dirty = json_object();
+	k->uids = json_object();
 	k->sub = store_subscribe(ks->store, on_change, k);
 	return k;
 }
@@ -174,6 +186,7 @@ void kubelet_free(struct kubelet *k)
 	event_free(k->sigchld);
 	store_unsubscribe(k->ks->store, k->sub);
 	json_decref(k->dirty);
+	json_decref(k->uids);
 	gwb_free(k);
 }
 
@@ -802,6 +815,8 @@ static struct proc *new_proc(struct kubelet *k, const json_t *pod, const char *c
 	snprintf(p->ns, sizeof p->ns, "%s", obj_ns(pod));
 	snprintf(p->pod, sizeof p->pod, "%s", obj_name(pod));
 	snprintf(p->container, sizeof p->container, "%s", container);
+	p->uid_next = procs_of(k, p->uid);
+	json_object_set_new(k->uids, p->uid, json_integer((json_int_t)(intptr_t)p));
 	p->next = k->procs;
 	k->procs = p;
 	return p;
@@ -891,11 +906,10 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 	if (terminal && !obj_deleting(pod))
 		return;
 	int any_proc = 0, all_exited = 1;
-	for (struct proc *p = k->procs; p; p = p->next)
-		if (!strcmp(p->uid, obj_uid(pod))) {
-			any_proc = 1;
-			all_exited &= p->state == C_EXITED;
-		}
+	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
+		any_proc = 1;
+		all_exited &= p->state == C_EXITED;
+	}
 	if (obj_deleting(pod)) {
 		if (faults_pod_stuck(k->ks->faults, pod))
 			return;
@@ -909,9 +923,8 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 			int64_t deadline =
 				clock_now_ms() +
 				obj_int(pod, "metadata.deletionGracePeriodSeconds", 0) * 1000;
-			for (struct proc *p = k->procs; p; p = p->next)
-				if (!strcmp(p->uid, obj_uid(pod)))
-					stop_proc(k, p, deadline, pod);
+			for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next)
+				stop_proc(k, p, deadline, pod);
 			return;
 		}
 		write_status(k, pod);
@@ -983,10 +996,22 @@ void kubelet_sync(struct kubelet *k)
 			continue;
 		}
 		*pp = p->next;
-		int last = 1;
-		for (struct proc *q = k->procs; q; q = q->next)
-			last &= strcmp(q->uid, p->uid) != 0;
-		if (last)
+		/* Out of its pod's chain; the pod folder goes with the last one. */
+		struct proc *first = procs_of(k, p->uid);
+		if (first == p) {
+			if (p->uid_next)
+				json_object_set_new(k->uids, p->uid,
+						    json_integer((json_int_t)(intptr_t)p->uid_next));
+			else
+				json_object_del(k->uids, p->uid);
+		} else {
+			for (struct proc *q = first; q; q = q->uid_next)
+				if (q->uid_next == p) {
+					q->uid_next = p->uid_next;
+					break;
+				}
+		}
+		if (!procs_of(k, p->uid))
 			remove_pod_dir(k, p->uid);
 		gwb_free(p);
 	}
