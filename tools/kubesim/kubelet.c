@@ -6,7 +6,7 @@
  *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
  *
  * A container of a pod that vanished from the store is stopped the same way with a 2 s grace.
- * A pass visits the pods that changed (the store's fan-out), those with a container running or
+ * A pass visits the pods that changed (the store's fan-out), those with a container
  * terminating or just exited, and once a second every pod that has containers (restart
  * back-offs); pods bound to any Node of the store are run here. */
 #include "tools/kubesim/kubelet.h"
@@ -944,12 +944,14 @@ void kubelet_sync(struct kubelet *k)
 	int full = clock_mono_ms() - k->last_full_ms >= FULL_PASS_MS;
 	if (full)
 		k->last_full_ms = clock_mono_ms();
-	/* Pods with containers that need a look without a change of theirs. */
+	/* Pods with containers that need a look without a change of theirs: those between
+	 * SIGTERM and SIGKILL every pass, every pod with containers once a second (restart
+	 * back-offs, a cleared stuck_terminating fault). An exit is marked by reap. */
 	int live = 0;
 	for (struct proc *p = k->procs; p; p = p->next)
-		if (full || p->state != C_EXITED) {
+		if (full || p->state == C_TERMINATING) {
 			mark_key(k, p->ns, p->pod);
-			live += p->state != C_EXITED;
+			live += p->state == C_TERMINATING;
 		}
 	/* Keys first: syncing writes pods (and marks them for the next pass). */
 	json_t *dirty = k->dirty;

@@ -304,16 +304,18 @@ static void idx_one(struct store *s, enum res_id res, enum store_index idx, cons
 	}
 }
 
-/* Adds (add = 1) or removes every index entry of obj stored under key. */
-static void idx_apply(struct store *s, enum res_id res, const json_t *obj, const char *key,
-		      int add)
+enum idx_part { PART_NS = 1, PART_LABELS = 2, PART_OWNERS = 4, PART_OTHER = 8, PART_ALL = 15 };
+
+/* Adds (add = 1) or removes the index entries of obj stored under key, for the parts given. */
+static void idx_apply_parts(struct store *s, enum res_id res, const json_t *obj, const char *key,
+			    int add, int parts)
 {
 	const char *ns = obj_ns(obj);
-	if (ns && ns[0])
+	if ((parts & PART_NS) && ns && ns[0])
 		idx_one(s, res, STORE_IDX_NS, ns, key, add);
 	const char *lk;
 	json_t *lv;
-	json_object_foreach(obj_path(obj, "metadata.labels"), lk, lv)
+	json_object_foreach(parts & PART_LABELS ? obj_path(obj, "metadata.labels") : NULL, lk, lv)
 	{
 		if (!json_is_string(lv))
 			continue;
@@ -326,12 +328,15 @@ static void idx_apply(struct store *s, enum res_id res, const json_t *obj, const
 	}
 	size_t i;
 	json_t *ref;
-	json_array_foreach(obj_path(obj, "metadata.ownerReferences"), i, ref)
-	{
-		const char *uid = obj_str(ref, "uid");
-		if (uid)
-			idx_one(s, res, STORE_IDX_OWNER, uid, key, add);
-	}
+	if (parts & PART_OWNERS)
+		json_array_foreach(obj_path(obj, "metadata.ownerReferences"), i, ref)
+		{
+			const char *uid = obj_str(ref, "uid");
+			if (uid)
+				idx_one(s, res, STORE_IDX_OWNER, uid, key, add);
+		}
+	if (!(parts & PART_OTHER))
+		return;
 	if (res == RES_PODS) {
 		const char *node = obj_str(obj, "spec.nodeName");
 		idx_one(s, res, STORE_IDX_NODE, node ? node : "", key, add);
@@ -341,6 +346,39 @@ static void idx_apply(struct store *s, enum res_id res, const json_t *obj, const
 		if (uid)
 			idx_one(s, res, STORE_IDX_INVOLVED, uid, key, add);
 	}
+}
+
+static void idx_apply(struct store *s, enum res_id res, const json_t *obj, const char *key,
+		      int add)
+{
+	idx_apply_parts(s, res, obj, key, add, PART_ALL);
+}
+
+static int same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* Moves the index entries of an update from prev to obj, only for the parts that changed
+ * (most updates are status writes that change none). */
+static void idx_update(struct store *s, enum res_id res, const json_t *prev, const json_t *obj,
+		       const char *key)
+{
+	int parts = 0;
+	if (!json_equal(obj_path(prev, "metadata.labels"), obj_path(obj, "metadata.labels")))
+		parts |= PART_LABELS;
+	if (!json_equal(obj_path(prev, "metadata.ownerReferences"),
+			obj_path(obj, "metadata.ownerReferences")))
+		parts |= PART_OWNERS;
+	if ((res == RES_PODS && !same_str(obj_str(prev, "spec.nodeName"),
+					  obj_str(obj, "spec.nodeName"))) ||
+	    (res == RES_EVENTS && !same_str(obj_str(prev, "involvedObject.uid"),
+					    obj_str(obj, "involvedObject.uid"))))
+		parts |= PART_OTHER;
+	if (!parts)
+		return;
+	idx_apply_parts(s, res, prev, key, 0, parts);
+	idx_apply_parts(s, res, obj, key, 1, parts);
 }
 
 size_t store_count(const struct store *s, enum res_id res)
@@ -438,9 +476,8 @@ int store_update(struct store *s, enum res_id res, json_t *obj, json_t **out)
 	}
 	json_incref(prev);
 	set_rv(obj, ++s->rv);
-	idx_apply(s, res, prev, key, 0);
 	json_object_set_new(s->objs[res], key, obj);
-	idx_apply(s, res, obj, key, 1);
+	idx_update(s, res, prev, obj, key);
 	fan_out(s, STORE_MODIFIED, res, obj, prev);
 	json_decref(prev);
 	if (out)
