@@ -38,9 +38,19 @@ struct rop {
 	struct rop *next;
 };
 
+/* One Pod list that answers for several tasks (labelSelector gwb.io/task in (...)). */
+#define LIST_BATCH_MAX 40 /* task ids per list: the selector stays well inside a URL */
+struct list_batch {
+	struct recon_ops *ops;
+	int n;
+	char ids[LIST_BATCH_MAX][32];
+	struct list_batch *next;
+};
+
 struct recon_ops {
 	struct recon_ctx c;
 	struct rop *rops;
+	struct list_batch *batches; /* in flight; freed when answered or with ops */
 };
 
 /* ---- bookkeeping ---- */
@@ -379,14 +389,15 @@ static void release(struct rop *o, const struct task *t, const struct recon_view
 	json_decref(ev);
 }
 
-static void on_list_pods(void *arg, const struct kube_result *res)
+/* The answer of a Pod list for o's task: list is {"metadata", "items"} holding every Pod with
+ * the task's label (NULL when the question went unanswered). */
+static void list_answered(struct rop *o, const json_t *list)
 {
-	struct rop *o = arg;
 	struct recon_ops *ops = o->ops;
 	o->op = OP_NONE;
 	o->req = 0;
-	json_t *items = json_object_get(res->body, "items");
-	if (res->outcome != KUBE_OK || !json_is_array(items)) {
+	json_t *items = json_object_get(list, "items");
+	if (!json_is_array(items)) {
 		backoff(o, clock_now_ms());
 		return; /* nothing is released on an unanswered question; retried */
 	}
@@ -400,7 +411,7 @@ static void on_list_pods(void *arg, const struct kube_result *res)
 	enum task_state final = TASK_NONE;
 	const char *why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &final);
 	if (why)
-		release(o, t, &v, res->body, why, final);
+		release(o, t, &v, list, why, final);
 	else
 		backoff(o, clock_now_ms());
 	recon_view_clear(&v);
@@ -408,13 +419,88 @@ static void on_list_pods(void *arg, const struct kube_result *res)
 	ops->c.dirty(ops->c.arg, o->id);
 }
 
+static void batch_unlink(struct recon_ops *ops, struct list_batch *b)
+{
+	for (struct list_batch **pp = &ops->batches; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			return;
+		}
+}
+
+/* One list answers each task of the batch: its own Pods, picked by their task label, at the
+ * list's resourceVersion. A list is one consistent snapshot, so it proves as much for each
+ * task as a list of that task's Pods alone would. */
+static void on_list_batch(void *arg, const struct kube_result *res)
+{
+	struct list_batch *b = arg;
+	struct recon_ops *ops = b->ops;
+	batch_unlink(ops, b);
+	json_t *items = json_object_get(res->body, "items");
+	int ok = res->outcome == KUBE_OK && json_is_array(items);
+	for (int i = 0; i < b->n; i++) {
+		struct rop *o = rop_get(ops, b->ids[i], 0);
+		if (!o || o->op != OP_LIST_PODS)
+			continue;
+		if (!ok) {
+			list_answered(o, NULL);
+			continue;
+		}
+		json_t *mine = json_array();
+		size_t k;
+		json_t *p;
+		json_array_foreach(items, k, p) {
+			const char *task = kobj_str(kobj_path(p, "metadata", "labels"), GWB_LABEL_TASK);
+			if (task && strcmp(task, b->ids[i]) == 0)
+				json_array_append(mine, p);
+		}
+		json_t *list = json_pack("{s:{s:s?}, s:o}", "metadata", "resourceVersion",
+					 kobj_rv(res->body), "items", mine);
+		list_answered(o, list);
+		json_decref(list);
+	}
+	gwb_free(b);
+}
+
+/* Step one of a release asks for a Pod list; the lists asked for in one safe point go out
+ * together at recon_ops_flush. */
 static void start_list_pods(struct rop *o)
 {
-	char sel[128], esc[256], path[512];
-	snprintf(sel, sizeof sel, GWB_LABEL_TASK "=%s", o->id);
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", o->ops->c.ns,
+	o->op = OP_LIST_PODS;
+	o->req = 0; /* waiting for the flush */
+}
+
+/* Sends one list for the batch; on a send failure each of its tasks backs off. */
+static void batch_send(struct recon_ops *ops, struct list_batch *b)
+{
+	char sel[LIST_BATCH_MAX * 34 + 64];
+	size_t n = (size_t)snprintf(sel, sizeof sel, GWB_LABEL_TASK " in (");
+	for (int i = 0; i < b->n; i++)
+		n += (size_t)snprintf(sel + n, sizeof sel - n, "%s%s", i ? "," : "", b->ids[i]);
+	snprintf(sel + n, sizeof sel - n, ")");
+	char esc[3 * sizeof sel], path[sizeof esc + 128];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", ops->c.ns,
 		 kube_query_escape(sel, esc, sizeof esc));
-	op_send(o, OP_LIST_PODS, "GET", path, NULL, NULL, on_list_pods);
+	long req = kube_request(ops->c.kube, "GET", path, NULL, NULL, ops->c.request_timeout_ms,
+				on_list_batch, b);
+	if (req < 0) {
+		for (int i = 0; i < b->n; i++) {
+			struct rop *o = rop_get(ops, b->ids[i], 0);
+			if (o) {
+				o->op = OP_NONE;
+				backoff(o, clock_now_ms());
+			}
+		}
+		gwb_free(b);
+		return;
+	}
+	b->next = ops->batches;
+	ops->batches = b;
+	for (int i = 0; i < b->n; i++) {
+		struct rop *o = rop_get(ops, b->ids[i], 0);
+		if (o)
+			o->req = req;
+	}
 }
 
 /* ---- public ---- */
@@ -426,10 +512,36 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 	return ops;
 }
 
+void recon_ops_flush(struct recon_ops *ops)
+{
+	struct list_batch *b = NULL;
+	for (struct rop *o = ops->rops; o; o = o->next) {
+		if (o->op != OP_LIST_PODS || o->req != 0)
+			continue;
+		if (!b) {
+			b = gwb_calloc(1, sizeof *b);
+			b->ops = ops;
+		}
+		snprintf(b->ids[b->n++], sizeof b->ids[0], "%s", o->id);
+		o->req = -1; /* taken into this batch */
+		if (b->n == LIST_BATCH_MAX) {
+			batch_send(ops, b);
+			b = NULL;
+		}
+	}
+	if (b)
+		batch_send(ops, b);
+}
+
 void recon_ops_free(struct recon_ops *ops)
 {
 	if (!ops)
 		return;
+	while (ops->batches) {
+		struct list_batch *b = ops->batches;
+		ops->batches = b->next;
+		gwb_free(b);
+	}
 	while (ops->rops) {
 		struct rop *o = ops->rops;
 		ops->rops = o->next;
@@ -454,6 +566,8 @@ void recon_ops_start(struct recon_ops *ops, const struct task *t, enum recon_act
 	switch (a) {
 	case RECON_GET:
 		return start_get(o);
+	case RECON_CREATE:
+		return start_post(o, t);
 	case RECON_SUSPEND:
 		return start_patch_suspend(o);
 	case RECON_LIST_PODS:
