@@ -32,14 +32,19 @@ struct rop {
 	enum op_kind op;
 	long req;
 	int64_t next_try_ms;
+	int64_t adopted_ms; /* when a Job was last adopted from an answer (0: never) */
 	int backoff_ms;
 	int nwaiters;
 	struct waiter waiters[MAX_WAITERS];
 	struct rop *next;
 };
 
+/* How long the watch gets to show a Job we created before the reconciler asks for it by
+ * name (the watch normally shows it within milliseconds). */
+#define ADOPT_WATCH_MS 5000
+
 /* One Pod list that answers for several tasks (labelSelector gwb.io/task in (...)). */
-#define LIST_BATCH_MAX 40 /* task ids per list: the selector stays well inside a URL */
+#define LIST_BATCH_MAX 32 /* task ids per list: the selector stays well inside a URL */
 struct list_batch {
 	struct recon_ops *ops;
 	int n;
@@ -207,6 +212,7 @@ static void adopt(struct rop *o, const json_t *job)
 	gwb_free(t);
 	o->backoff_ms = 0;
 	o->next_try_ms = 0;
+	o->adopted_ms = clock_now_ms();
 	op_done_common(o);
 	waiters_fire(o, 0);
 }
@@ -565,6 +571,11 @@ void recon_ops_start(struct recon_ops *ops, const struct task *t, enum recon_act
 	struct rop *o = rop_get(ops, t->id, 1);
 	switch (a) {
 	case RECON_GET:
+		/* A Job adopted a moment ago and not yet in the picture is the watch lagging
+		 * behind our own create: give the watch its time before asking by name (the
+		 * watch's event, or the periodic resync, brings the task back). */
+		if (o->adopted_ms && clock_now_ms() - o->adopted_ms < ADOPT_WATCH_MS)
+			return;
 		return start_get(o);
 	case RECON_CREATE:
 		return start_post(o, t);

@@ -14,7 +14,7 @@
 enum op { OP_EQ, OP_NE, OP_IN, OP_NOTIN, OP_EXISTS, OP_NOTEXISTS, OP_GT, OP_LT };
 
 #define SEL_MAX_REQ 32
-#define SEL_MAX_VALS 32
+#define SEL_MAX_VALS 256 /* values of one in/notin set: controllers list many objects by name */
 
 struct req {
 	char *key;
