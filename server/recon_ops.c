@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/backoff.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/kobj.h"
@@ -33,7 +34,8 @@ struct rop {
 	long req;
 	int64_t next_try_ms;
 	int64_t adopted_ms; /* when a Job was last adopted from an answer (0: never) */
-	int backoff_ms;
+	struct backoff bo;  /* between failed attempts */
+	int64_t wait_ms;    /* the last wait it drew, for the logs */
 	int nwaiters;
 	struct waiter waiters[MAX_WAITERS];
 	struct rop *next;
@@ -70,6 +72,8 @@ static struct rop *rop_get(struct recon_ops *ops, const char *id, int create)
 	struct rop *o = gwb_calloc(1, sizeof *o);
 	snprintf(o->id, sizeof o->id, "%s", id);
 	o->ops = ops;
+	backoff_init(&o->bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS,
+		     (uint64_t)(uintptr_t)o ^ (uint64_t)clock_now_ms());
 	o->next = ops->rops;
 	ops->rops = o;
 	return o;
@@ -100,10 +104,8 @@ static void waiters_fire(struct rop *o, int rc)
 
 static void backoff(struct rop *o, int64_t now)
 {
-	o->backoff_ms = o->backoff_ms ? o->backoff_ms * 2 : BACKOFF_MIN_MS;
-	if (o->backoff_ms > BACKOFF_MAX_MS)
-		o->backoff_ms = BACKOFF_MAX_MS;
-	o->next_try_ms = now + o->backoff_ms;
+	o->wait_ms = backoff_next(&o->bo);
+	o->next_try_ms = now + o->wait_ms;
 }
 
 static void note(struct recon_ops *ops, const char *id, const char *type, json_t *detail)
@@ -171,9 +173,9 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 	json_t *d = json_pack("{s:s, s:s, s:I, s:s?, s:i}", "operation", what, "outcome",
 			      res->outcome == KUBE_UNKNOWN ? "unknown" : "not_sent", "status",
 			      (json_int_t)res->status, "reason", res->reason, "retry_in_ms",
-			      o->backoff_ms);
-	log_warn("recon", "kube_op_failed", "task=%s op=%s status=%ld reason=%s retry_ms=%d", o->id,
-		 what, res->status, log_q(res->reason), o->backoff_ms);
+			      (int)o->wait_ms);
+	log_warn("recon", "kube_op_failed", "task=%s op=%s status=%ld reason=%s retry_ms=%lld",
+		 o->id, what, res->status, log_q(res->reason), (long long)o->wait_ms);
 	struct task *t = gwb_malloc(sizeof *t);
 	int creating = (strcmp(what, "create_job") == 0 || strcmp(what, "get_job") == 0) &&
 		       store_task_load(ops->c.store, o->id, t) == 0 && !t->job_uid[0];
@@ -210,7 +212,7 @@ static void adopt(struct rop *o, const json_t *job)
 		json_decref(d);
 	}
 	gwb_free(t);
-	o->backoff_ms = 0;
+	backoff_reset(&o->bo);
 	o->next_try_ms = 0;
 	o->adopted_ms = clock_now_ms();
 	op_done_common(o);
@@ -592,7 +594,7 @@ void recon_ops_wait(struct recon_ops *ops, const char *id, recon_done_fn fn, voi
 {
 	struct rop *o = rop_get(ops, id, 1);
 	o->next_try_ms = 0; /* an intent is a reason to try now */
-	o->backoff_ms = 0;
+	backoff_reset(&o->bo);
 	if (o->nwaiters == MAX_WAITERS) {
 		fn(arg, 0); /* the task is recorded; more waiters add nothing */
 		return;
