@@ -5,12 +5,15 @@
  * core, the node's shared-GPU count, its pods, CPU and memory allow at once. The issue's target
  * is every task ended within 2 × bound + 10 s, with no task through `unknown` and no dead
  * letter. GWB_BENCH_LOAD_TASKS sets the burst (default 2000, 16 MiB, 1%, 1 s each); the drain
- * is capped at 3 × bound + 60 s, so a stack that falls behind is reported, not waited for. */
+ * is capped at 3 × bound + 60 s, so a stack that falls behind is reported, not waited for.
+ * GWB_BENCH_LOAD_KILLS=N kills gwb-server with SIGKILL N times during the run (the issue's
+ * 20), restarting it on the same port, and then counts the Jobs per task. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/quantity.h"
@@ -166,6 +169,57 @@ static void report(const json_t *s, long tasks, double bound)
 			       json_string_value(json_object_get(c, "detail")));
 }
 
+/* GWB_BENCH_LOAD_KILLS=N: kill -9 gwb-server N times, at random moments of the burst and its
+ * drain, each time starting it again on the same port (gwb-load's requests meanwhile fail and
+ * are counted as errors; every task it had accepted must still end). It runs while gwb-load
+ * works in its own process; gwb-load writes its summary only at the end, so nothing waits. */
+static void kill_server_during(struct h_server *srv, long kills)
+{
+	char listen[300];
+	const char *hp = strstr(srv->proc.url, "://");
+	snprintf(listen, sizeof listen, "GWB_LISTEN=%s", hp ? hp + 3 : srv->proc.url);
+	int n = 0;
+	while (srv->env[n])
+		n++;
+	srv->env[n] = listen;
+	srv->env[n + 1] = NULL;
+	srand((unsigned)getpid());
+	for (long k = 0; k < kills; k++) {
+		h_sleep_ms(500 + rand() % 2500);
+		h_server_kill9(srv);
+		h_server_start(srv);
+		printf("kill -9 %ld of %ld: gwb-server restarted at %s\n", k + 1, kills,
+		       srv->proc.url);
+	}
+}
+
+/* After a run with kills: one Job per task, whatever the kills interrupted. */
+static void jobs_per_task(struct h_kubesim *ks)
+{
+	json_t *list = NULL;
+	long st = h_kube(ks, "GET",
+			 "/apis/batch/v1/namespaces/gpu-workbench/jobs?labelSelector=gwb.io%2Fmanaged"
+			 "%3Dtrue",
+			 NULL, NULL, &list);
+	json_t *seen = json_object();
+	size_t i, dup = 0;
+	json_t *j;
+	json_array_foreach(json_object_get(list, "items"), i, j) {
+		const char *task = json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "metadata"), "labels"), "gwb.io/task"));
+		if (!task)
+			continue;
+		if (json_object_get(seen, task))
+			dup++;
+		json_object_set_new(seen, task, json_true());
+	}
+	printf("after the kills: %zu Jobs for %zu tasks (status %ld): %s\n",
+	       json_array_size(json_object_get(list, "items")), json_object_size(seen), st,
+	       dup ? "a task has two Jobs: FAILED" : "one Job per task");
+	json_decref(seen);
+	json_decref(list);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -213,6 +267,10 @@ int main(void)
 	printf("capacity bound: %ld / %ld x %d s = %.1f s; drain capped at %.0f s\n", tasks, s,
 	       TASK_SECONDS, bound, cap);
 
+	e = getenv("GWB_BENCH_LOAD_KILLS");
+	long kills = e ? strtol(e, NULL, 10) : 0;
+	if (kills < 0 || kills > 100)
+		kills = 0;
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd,
 	         "'%s' --url %s --token " TOK " --teams bench --closed --connections 8 --count %ld "
@@ -223,8 +281,12 @@ int main(void)
 	fflush(stdout);
 	FILE *p = popen(cmd, "r"); /* gwb-load's progress goes to our stderr */
 	CHECK(p != NULL);
+	if (kills > 0)
+		kill_server_during(&srv, kills);
 	char *out = h_read_all(fileno(p));
 	int st = pclose(p);
+	if (kills > 0)
+		jobs_per_task(&ks);
 	json_t *sum = json_loads(out, 0, NULL);
 	if (!sum) {
 		printf("gwb-load gave no summary (exit %d): %.2000s\n",
