@@ -167,7 +167,8 @@ static void sorted_ensure(struct store *s, enum res_id res)
 	json_t *v;
 	json_object_foreach(s->objs[res], key, v)
 		s->sorted[res].keys[k++] = key;
-	qsort(s->sorted[res].keys, k, sizeof(char *), cmp_key);
+	if (k > 1) /* no qsort on a NULL list (nothing stored yet) */
+		qsort(s->sorted[res].keys, k, sizeof(char *), cmp_key);
 	s->sorted[res].n = k;
 	s->sorted[res].valid = 1;
 }
