@@ -16,7 +16,10 @@
 #include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/jsonx.h"
+#include "lib/clock.h"
 #include "lib/log.h"
+#include "server/api_audit.h"
+#include "server/ratelimit.h"
 
 void http_add_header(struct req *r, const char *name, const char *value)
 {
@@ -130,6 +133,28 @@ static int authenticate(struct req *r)
 	return 0;
 }
 
+/* The per-token request limit (http.rate_limit_*): 1 when r may go on, or 0 after replying
+ * 429 with Retry-After. The admin is exempt unless http.rate_limit_admin says otherwise. */
+static int rate_ok(struct req *r)
+{
+	const struct gwb_config *cfg = r->api->cfg;
+	if (!r->api->rl || (r->is_admin && !cfg->http_rate_limit_admin))
+		return 1;
+	const char *tok = http_header(r, "Authorization") + 7; /* authenticate checked it */
+	unsigned char hash[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)tok, strlen(tok), hash);
+	int64_t wait_s = 1;
+	if (ratelimit_take(r->api->rl, hash, clock_mono_ms(), &wait_s))
+		return 1;
+	char ra[24];
+	snprintf(ra, sizeof ra, "%lld", (long long)wait_s);
+	http_add_header(r, "Retry-After", ra);
+	http_reply_error(r, 429, "rate_limited", "too many requests with this token; retry later",
+			 json_pack("{s:I, s:I}", "retry_after_seconds", (json_int_t)wait_s,
+				   "limit_per_second", (json_int_t)cfg->http_rate_limit_per_s));
+	return 0;
+}
+
 static int split_path(struct req *r)
 {
 	snprintf(r->segbuf, sizeof r->segbuf, "%s", r->path);
@@ -204,6 +229,11 @@ static void route_v1(struct req *r)
 		if (get)
 			return api_devices(r);
 		return method_not_allowed(r, "GET");
+	} else if (seg_is(r, 1, "audit") && r->nsegs <= 3) {
+		if (r->nsegs == 2)
+			return get ? api_audit_get(r) : method_not_allowed(r, "GET");
+		if (seg_is(r, 2, "repair"))
+			return post ? api_audit_repair(r) : method_not_allowed(r, "POST");
 	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
 		if (get)
 			return api_info(r);
@@ -226,7 +256,7 @@ static void route(struct req *r)
 	if (!seg_is(r, 0, "v1"))
 		return http_reply_error(r, 404, "not_found", "no such resource",
 					json_pack("{s:s}", "path", r->path));
-	if (!authenticate(r))
+	if (!authenticate(r) || !rate_ok(r))
 		return;
 	route_v1(r);
 }
@@ -304,6 +334,8 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 		snprintf(err, errlen, "listen: invalid address %s", cfg->listen);
 		return GWB_EINVAL;
 	}
+	if (cfg->http_rate_limit_per_s > 0)
+		api->rl = ratelimit_new(cfg->http_rate_limit_per_s, cfg->http_rate_limit_burst);
 	api->evh = evhttp_new(api->base);
 	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
 	 * answers with the JSON error every client expects. */
@@ -347,4 +379,6 @@ void http_stop(struct api_ctx *api)
 	if (api->evh)
 		evhttp_free(api->evh);
 	api->evh = NULL;
+	ratelimit_free(api->rl);
+	api->rl = NULL;
 }
