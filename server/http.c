@@ -283,6 +283,23 @@ static int read_body(struct req *r)
 	return 0;
 }
 
+/* 1 when the decoded path has an empty segment ("//") or a "." or ".." segment: no resource
+ * is named so, and refusing them here keeps every handler, and any file behind one, out of
+ * traversal's reach. A single trailing slash is not an empty segment. */
+static int odd_path(const char *path)
+{
+	for (const char *p = path; *p; p++) {
+		if (*p != '/')
+			continue;
+		const char *seg = p + 1;
+		size_t n = strcspn(seg, "/");
+		if ((n == 0 && seg[0] == '/') || (n == 1 && seg[0] == '.') ||
+		    (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return 1;
+	}
+	return 0;
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
 	struct req r;
@@ -293,9 +310,12 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	TAILQ_INIT(&r.query);
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
-	char *path = raw ? evhttp_uridecode(raw, 0, NULL) : NULL;
-	int path_ok = path && path[0] == '/' && strlen(path) < sizeof r.path &&
-		      strlen(path) == strcspn(path, "\r\n");
+	size_t path_len = 0;
+	char *path = raw ? evhttp_uridecode(raw, 0, &path_len) : NULL;
+	/* A decoded NUL (%00) would cut the path short and route it as another one. */
+	int path_ok = path && path[0] == '/' && path_len < sizeof r.path &&
+		      strlen(path) == path_len && path_len == strcspn(path, "\r\n") &&
+		      !odd_path(path);
 	snprintf(r.path, sizeof r.path, "%s", path_ok ? path : "?");
 	free(path); /* banned-ok: evhttp_uridecode allocates with the C library */
 	if (!path_ok) {
