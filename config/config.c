@@ -141,6 +141,13 @@ static const struct setting settings[] = {
 	  0, 600000, NULL, NULL,
 	  "the built-in intent handler holds each intent this long before recording it (to watch "
 	  "intents in flight; 0 = none)" },
+	{ "stream.max_clients", "GWB_STREAM_MAX_CLIENTS", INT(stream_max_clients), "64", 0, 10000,
+	  NULL, NULL, "open GET /v1/stream connections at most (more get 503; 0: no stream)" },
+	{ "stream.max_buffer_bytes", "GWB_STREAM_MAX_BUFFER_BYTES", INT(stream_max_buffer_bytes),
+	  "1048576", 4096, 64 << 20, NULL, NULL,
+	  "a stream whose client leaves this many bytes unread is closed (it reconnects and resumes)" },
+	{ "stream.poll_ms", "GWB_STREAM_POLL_MS", INT(stream_poll_ms), "250", 10, 10000, NULL, NULL,
+	  "how often open streams read new task events, teams and devices" },
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

@@ -168,8 +168,8 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 		 * task's fate unknown (ARCHITECTURE: creating -> unknown, quota kept, retried). */
 		set_state(ops, o->id, TASK_UNKNOWN,
 			  res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0
-				  ? "create_outcome_unknown"
-				  : "api_unreachable",
+				  ? TASK_REASON_CREATE_UNKNOWN
+				  : TASK_REASON_API_UNREACHABLE,
 			  d);
 	else
 		note(ops, o->id, "api_unreachable", d);
@@ -369,8 +369,8 @@ static void release(struct rop *o, const struct task *t, const struct recon_view
 			       "every Pod labelled with the task is listed; none is running; Pods "
 			       "deleted earlier are in the pod_deleted events");
 	int released = 0;
-	int rc = store_task_release(ops->c.store, t->id, why, final, ev, clock_now_ms(),
-				    &released);
+	int rc = store_task_release(ops->c.store, t->id, why, final,
+				    decide_final_reason(t, why, final), ev, clock_now_ms(), &released);
 	if (rc)
 		log_error("recon", "release_failed", "task=%s error=%s", t->id, err_name(rc));
 	else if (released)

@@ -96,7 +96,9 @@ static const char *const migrations[] = {
 	"  failures INTEGER NOT NULL,"
 	"  last_error TEXT,"
 	"  updated_at INTEGER NOT NULL);",
-	/* 5: team-level records (server/store_audit.c): what an audit repair changed in a
+	/* 5: the Pod's deletionTimestamp, so a task can say its Pod is terminating. */
+	"ALTER TABLE tasks ADD COLUMN pod_deleted_at TEXT;",
+	/* 6: team-level records (server/store_audit.c): what an audit repair changed in a
 	 * team's stored reserved totals, with the amounts before and after. */
 	"CREATE TABLE team_events ("
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"

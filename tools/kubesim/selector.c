@@ -41,6 +41,21 @@ void selector_free(struct selector *sel)
 	gwb_free(sel);
 }
 
+int selector_eq_term(const struct selector *sel, const char **key, const char **value)
+{
+	if (!sel || sel->fields)
+		return 0;
+	for (int i = 0; i < sel->nreq; i++) {
+		const struct req *r = &sel->req[i];
+		if ((r->op == OP_EQ || r->op == OP_IN) && r->nvals == 1) {
+			*key = r->key;
+			*value = r->vals[0];
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static const char *skip_ws(const char *p)
 {
 	while (*p == ' ' || *p == '\t')
