@@ -287,8 +287,8 @@ static int read_body(struct req *r)
 }
 
 /* 1 when the decoded path has an empty segment ("//") or a "." or ".." segment: no resource
- * is named so, and refusing them here keeps every handler, and any file behind one, out of
- * traversal's reach. A single trailing slash is not an empty segment. */
+ * is named so, and answering 404 here, before routing, keeps every handler, and any file
+ * behind one, out of traversal's reach. A single trailing slash is not an empty segment. */
 static int odd_path(const char *path)
 {
 	for (const char *p = path; *p; p++) {
@@ -317,12 +317,15 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	char *path = raw ? evhttp_uridecode(raw, 0, &path_len) : NULL;
 	/* A decoded NUL (%00) would cut the path short and route it as another one. */
 	int path_ok = path && path[0] == '/' && path_len < sizeof r.path &&
-		      strlen(path) == path_len && path_len == strcspn(path, "\r\n") &&
-		      !odd_path(path);
+		      strlen(path) == path_len && path_len == strcspn(path, "\r\n");
 	snprintf(r.path, sizeof r.path, "%s", path_ok ? path : "?");
 	free(path); /* banned-ok: evhttp_uridecode allocates with the C library */
 	if (!path_ok) {
 		http_reply_error(&r, 400, "invalid_path", "the request path is not valid", NULL);
+		return;
+	}
+	if (odd_path(r.path)) { /* nothing is named so: not found, whatever lies behind */
+		http_reply_error(&r, 404, "not_found", "no such resource", NULL);
 		return;
 	}
 	if (split_path(&r) < 0) {
