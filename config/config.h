@@ -38,6 +38,11 @@ struct gwb_config {
 	int64_t idempotency_ttl_seconds;    /* how long idempotency keys are kept */
 	int64_t store_busy_timeout_ms;      /* SQLITE_BUSY wait for another writer */
 	int64_t housekeeping_interval_ms;   /* period of the housekeeping timer */
+	int64_t audit_interval_s;           /* period of the quota audit */
+	int64_t audit_grace_s;              /* a task without Job or Pod younger than this is fine */
+	int64_t http_rate_limit_per_s;      /* requests per second per token; 0 = no limit */
+	int64_t http_rate_limit_burst;      /* bucket size of the per-token limit */
+	int64_t http_rate_limit_admin;      /* 1: the admin token is limited too */
 	char queue_prefix[64];              /* Redis key prefix: <prefix>:intents */
 	char queue_consumer[128];           /* consumer name in group "reconcilers"; "" = host-pid */
 	int64_t queue_claim_idle_ms;        /* claim others' entries idle longer than this */

@@ -16,7 +16,10 @@
 #include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/jsonx.h"
+#include "lib/clock.h"
 #include "lib/log.h"
+#include "server/api_audit.h"
+#include "server/ratelimit.h"
 
 void http_add_header(struct req *r, const char *name, const char *value)
 {
@@ -130,6 +133,28 @@ static int authenticate(struct req *r)
 	return 0;
 }
 
+/* The per-token request limit (http.rate_limit_*): 1 when r may go on, or 0 after replying
+ * 429 with Retry-After. The admin is exempt unless http.rate_limit_admin says otherwise. */
+static int rate_ok(struct req *r)
+{
+	const struct gwb_config *cfg = r->api->cfg;
+	if (!r->api->rl || (r->is_admin && !cfg->http_rate_limit_admin))
+		return 1;
+	const char *tok = http_header(r, "Authorization") + 7; /* authenticate checked it */
+	unsigned char hash[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)tok, strlen(tok), hash);
+	int64_t wait_s = 1;
+	if (ratelimit_take(r->api->rl, hash, clock_mono_ms(), &wait_s))
+		return 1;
+	char ra[24];
+	snprintf(ra, sizeof ra, "%lld", (long long)wait_s);
+	http_add_header(r, "Retry-After", ra);
+	http_reply_error(r, 429, "rate_limited", "too many requests with this token; retry later",
+			 json_pack("{s:I, s:I}", "retry_after_seconds", (json_int_t)wait_s,
+				   "limit_per_second", (json_int_t)cfg->http_rate_limit_per_s));
+	return 0;
+}
+
 static int split_path(struct req *r)
 {
 	snprintf(r->segbuf, sizeof r->segbuf, "%s", r->path);
@@ -208,6 +233,11 @@ static void route_v1(struct req *r)
 		if (get)
 			return api_stream(r);
 		return method_not_allowed(r, "GET");
+	} else if (seg_is(r, 1, "audit") && r->nsegs <= 3) {
+		if (r->nsegs == 2)
+			return get ? api_audit_get(r) : method_not_allowed(r, "GET");
+		if (seg_is(r, 2, "repair"))
+			return post ? api_audit_repair(r) : method_not_allowed(r, "POST");
 	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
 		if (get)
 			return api_info(r);
@@ -229,7 +259,7 @@ static void route(struct req *r)
 	}
 	if (!seg_is(r, 0, "v1"))
 		return api_web(r);
-	if (!authenticate(r))
+	if (!authenticate(r) || !rate_ok(r))
 		return;
 	route_v1(r);
 }
@@ -256,6 +286,23 @@ static int read_body(struct req *r)
 	return 0;
 }
 
+/* 1 when the decoded path has an empty segment ("//") or a "." or ".." segment: no resource
+ * is named so, and answering 404 here, before routing, keeps every handler, and any file
+ * behind one, out of traversal's reach. A single trailing slash is not an empty segment. */
+static int odd_path(const char *path)
+{
+	for (const char *p = path; *p; p++) {
+		if (*p != '/')
+			continue;
+		const char *seg = p + 1;
+		size_t n = strcspn(seg, "/");
+		if ((n == 0 && seg[0] == '/') || (n == 1 && seg[0] == '.') ||
+		    (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return 1;
+	}
+	return 0;
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
 	struct req r;
@@ -266,13 +313,19 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	TAILQ_INIT(&r.query);
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
-	char *path = raw ? evhttp_uridecode(raw, 0, NULL) : NULL;
-	int path_ok = path && path[0] == '/' && strlen(path) < sizeof r.path &&
-		      strlen(path) == strcspn(path, "\r\n");
+	size_t path_len = 0;
+	char *path = raw ? evhttp_uridecode(raw, 0, &path_len) : NULL;
+	/* A decoded NUL (%00) would cut the path short and route it as another one. */
+	int path_ok = path && path[0] == '/' && path_len < sizeof r.path &&
+		      strlen(path) == path_len && path_len == strcspn(path, "\r\n");
 	snprintf(r.path, sizeof r.path, "%s", path_ok ? path : "?");
 	free(path); /* banned-ok: evhttp_uridecode allocates with the C library */
 	if (!path_ok) {
 		http_reply_error(&r, 400, "invalid_path", "the request path is not valid", NULL);
+		return;
+	}
+	if (odd_path(r.path)) { /* nothing is named so: not found, whatever lies behind */
+		http_reply_error(&r, 404, "not_found", "no such resource", NULL);
 		return;
 	}
 	if (split_path(&r) < 0) {
@@ -307,6 +360,8 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 		snprintf(err, errlen, "listen: invalid address %s", cfg->listen);
 		return GWB_EINVAL;
 	}
+	if (cfg->http_rate_limit_per_s > 0)
+		api->rl = ratelimit_new(cfg->http_rate_limit_per_s, cfg->http_rate_limit_burst);
 	api->evh = evhttp_new(api->base);
 	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
 	 * answers with the JSON error every client expects. */
@@ -350,4 +405,6 @@ void http_stop(struct api_ctx *api)
 	if (api->evh)
 		evhttp_free(api->evh);
 	api->evh = NULL;
+	ratelimit_free(api->rl);
+	api->rl = NULL;
 }

@@ -14,6 +14,7 @@
 #include "server/store.h"
 
 struct reconciler;
+struct ratelimit;
 
 /* The HTTP API's narrow context, filled by main.c before http_start and kept alive until
  * after http_stop. */
@@ -36,7 +37,11 @@ struct api_ctx {
 	int64_t started_ms;
 	unsigned char admin_hash[32]; /* SHA-256 of the admin token */
 	int has_admin;
+	/* The last audit (server/api_audit.c): when it ran and the drift it found; when the
+	 * housekeeping run last started it. */
+	int64_t audit_at_ms, audit_drift, audit_cron_ms;
 	/* The HTTP layer's own state (zero before http_start). */
+	struct ratelimit *rl;    /* per-token request limit; NULL when off */
 	struct evhttp *evh;
 	char url[300];           /* http://HOST:PORT actually bound */
 	int64_t replies[6];      /* replies by status class: [2] = 2xx ... [5] = 5xx */

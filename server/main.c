@@ -14,6 +14,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "server/api_audit.h"
 #include "server/http.h"
 #include "server/kube.h"
 #include "server/intents.h"
@@ -129,13 +130,14 @@ static void on_kube_room(void *arg)
 	intents_poke(arg);
 }
 
-/* /metrics of the modules that the API does not see: the Kubernetes client's flow and the
- * queue's dead letters. */
+/* /metrics of the modules that the API does not see: the Kubernetes client's flow, the
+ * queue's dead letters and the last audit's drift. */
 static void write_metrics(void *arg, struct evbuffer *out)
 {
 	struct server *srv = arg;
 	if (srv->recon)
 		kube_metrics_write(reconciler_kube(srv->recon), out);
+	api_audit_metrics(&srv->api, out);
 	if (srv->intents)
 		evbuffer_add_printf(out, "# TYPE gwb_intents_dead_lettered_total counter\n"
 					 "gwb_intents_dead_lettered_total %lld\n",
@@ -240,6 +242,9 @@ static int server_run(struct server *srv)
 		return 1;
 	}
 	bind_intents(srv);
+	/* The audit: it reports only, on the housekeeping timer, off the request path. */
+	if (cron_add(srv, api_audit_cron, api))
+		log_warn("server", "audit_not_scheduled", "reason=%s", "housekeeping table full");
 	struct timeval tv = { cfg->housekeeping_interval_ms / 1000,
 			      (cfg->housekeeping_interval_ms % 1000) * 1000 };
 	srv->cron_timer = event_new(srv->base, -1, EV_PERSIST, on_cron, srv);

@@ -281,6 +281,11 @@ const json_t *picture_pods(const struct picture *p)
 	return p->pods.map;
 }
 
+const json_t *picture_jobs(const struct picture *p)
+{
+	return p->jobs.map;
+}
+
 const char *picture_jobs_rv(const struct picture *p)
 {
 	return informer_rv(p->jobs.inf);

@@ -58,6 +58,8 @@ void picture_forget(struct picture *p, const char *task_id);
  * picture. */
 const json_t *picture_devices(const struct picture *p);
 const json_t *picture_pods(const struct picture *p);
+/* The Jobs (name -> Job), borrowed until the next informer callback (for the audit). */
+const json_t *picture_jobs(const struct picture *p);
 /* The resourceVersions the Job and Pod informers are at (for evidence). */
 const char *picture_jobs_rv(const struct picture *p);
 const char *picture_pods_rv(const struct picture *p);

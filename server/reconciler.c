@@ -243,6 +243,13 @@ int reconciler_fresh(const struct reconciler *r)
 	return picture_fresh(r->pic);
 }
 
+int reconciler_objects(const struct reconciler *r, const json_t **jobs, const json_t **pods)
+{
+	*jobs = picture_jobs(r->pic);
+	*pods = picture_pods(r->pic);
+	return picture_fresh(r->pic);
+}
+
 struct kube *reconciler_kube(struct reconciler *r)
 {
 	return r->kube;

@@ -53,6 +53,10 @@ void reconciler_kick(struct reconciler *r, const char *task_id);
 
 /* 1 while the Job and Pod informers' picture is fresh. */
 int reconciler_fresh(const struct reconciler *r);
+/* The picture's Jobs and Pods of ours (name -> object, borrowed until the next informer
+ * callback: read them and return to the loop), for the audit. Returns 1 when the picture is
+ * fresh; a stale picture is no evidence of anything. */
+int reconciler_objects(const struct reconciler *r, const json_t **jobs, const json_t **pods);
 /* 1 unless the last Kubernetes request that ended could not reach the API server. */
 int reconciler_reachable(const struct reconciler *r);
 

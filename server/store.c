@@ -98,6 +98,12 @@ static const char *const migrations[] = {
 	"  updated_at INTEGER NOT NULL);",
 	/* 5: the Pod's deletionTimestamp, so a task can say its Pod is terminating. */
 	"ALTER TABLE tasks ADD COLUMN pod_deleted_at TEXT;",
+	/* 6: team-level records (server/store_audit.c): what an audit repair changed in a
+	 * team's stored reserved totals, with the amounts before and after. */
+	"CREATE TABLE team_events ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  team TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL, detail TEXT);"
+	"CREATE INDEX team_events_team ON team_events(team, id);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -43,6 +43,9 @@ static const char usage_text[] =
 	"  teams [TEAM]                quotas and reservations\n"
 	"  teams set TEAM --mem MIB --core PCT [--token T]\n"
 	"                              (admin) create or change a team's quota and token\n"
+	"  audit                       (admin) stored quota totals against the tasks, tasks\n"
+	"                              against the cluster; exit 1 when anything drifted\n"
+	"  audit repair                (admin) set each team's totals to its tasks' sum\n"
 	"  intents [--count N] [--dead]\n"
 	"                              the last N entries of the intent stream (or its\n"
 	"                              dead-letter stream) read from Redis, as JSON\n"
@@ -610,6 +613,35 @@ static int cmd_teams(struct opts *o, int argc, char **argv)
 	return get_show(o, path, show_teams);
 }
 
+/* audit: exit 1 on drift (after showing it); audit repair: POST, then what changed. */
+static int cmd_audit(struct opts *o, int argc, char **argv)
+{
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "audit", argc, argv, NULL, pos, 1, &npos);
+	if (rc)
+		return rc;
+	int repair = npos == 1 && strcmp(pos[0], "repair") == 0;
+	if (npos == 1 && !repair)
+		return usage("audit: unknown subcommand '%s' (only 'repair')", pos[0]);
+	struct httpc_resp r;
+	rc = api(o, repair ? "POST" : "GET", repair ? "/v1/audit/repair" : "/v1/audit", NULL,
+		 NULL, &r);
+	if (rc)
+		return rc;
+	if (o->mode == SHOW_TEXT)
+		show_status(stdout, r.status, 0);
+	if (repair) {
+		show_audit_repair(stdout, o->mode, r.json);
+	} else {
+		show_audit(stdout, o->mode, r.json);
+		json_t *d = json_object_get(r.json, "drift");
+		if (!json_is_integer(d) || json_integer_value(d) != 0)
+			rc = EXIT_FAIL;
+	}
+	httpc_resp_free(&r);
+	return rc;
+}
+
 static int cmd_intents(struct opts *o, int argc, char **argv)
 {
 	struct flag f[] = { { "count", 1, NULL }, { "dead", 0, NULL }, { NULL, 0, NULL } };
@@ -669,6 +701,8 @@ int main(int argc, char **argv)
 		rc = cmd_devices(&o, n, rest);
 	else if (strcmp(cmd, "teams") == 0)
 		rc = cmd_teams(&o, n, rest);
+	else if (strcmp(cmd, "audit") == 0)
+		rc = cmd_audit(&o, n, rest);
 	else if (strcmp(cmd, "intents") == 0)
 		rc = cmd_intents(&o, n, rest);
 	else

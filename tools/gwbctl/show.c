@@ -322,3 +322,70 @@ void show_dry_run(FILE *out, enum show_mode m, const json_t *d)
 		json_is_true(json_object_get(basis, "picture_fresh")) ? "fresh" : "STALE",
 		str(basis, "strategy"));
 }
+
+static void audit_pair(FILE *out, const json_t *p)
+{
+	fprintf(out, "%lld MiB / %lld%%", num(p, "gpu_memory_mib"), num(p, "gpu_core_percent"));
+}
+
+void show_audit(FILE *out, enum show_mode m, const json_t *a)
+{
+	if (m == SHOW_JSON)
+		return show_json(out, a);
+	size_t i;
+	const json_t *t;
+	const json_t *teams = json_object_get(a, "teams"), *tasks = json_object_get(a, "tasks");
+	if (m == SHOW_NAME) {
+		json_array_foreach(teams, i, t)
+			if (!json_is_true(json_object_get(t, "ok")))
+				fprintf(out, "%s\n", str(t, "team"));
+		json_array_foreach(tasks, i, t)
+			fprintf(out, "%s\n", str(t, "task"));
+		return;
+	}
+	const json_t *c = json_object_get(a, "cluster");
+	fprintf(out, "audit at %s: drift %lld (%zu teams checked; %s)\n", str(a, "checked_at"),
+		num(a, "drift"), json_array_size(teams), str(c, "note"));
+	json_array_foreach(teams, i, t) {
+		if (json_is_true(json_object_get(t, "ok")))
+			continue;
+		fprintf(out, "team %s: stored ", str(t, "team"));
+		audit_pair(out, json_object_get(t, "stored"));
+		fprintf(out, ", its tasks hold ");
+		audit_pair(out, json_object_get(t, "computed"));
+		fprintf(out, "\n");
+	}
+	json_array_foreach(tasks, i, t) {
+		const json_t *obj = json_object_get(t, "pod");
+		if (!obj)
+			obj = json_object_get(t, "job");
+		fprintf(out, "task %s: %s", str(t, "task"), str(t, "problem"));
+		if (json_object_get(t, "state"))
+			fprintf(out, " (team %s, %s)", str(t, "team"), str(t, "state"));
+		if (json_is_string(obj))
+			fprintf(out, " [%s]", json_string_value(obj));
+		fprintf(out, "\n");
+	}
+}
+
+void show_audit_repair(FILE *out, enum show_mode m, const json_t *a)
+{
+	if (m == SHOW_JSON)
+		return show_json(out, a);
+	size_t i;
+	const json_t *t;
+	const json_t *changes = json_object_get(a, "changes");
+	json_array_foreach(changes, i, t) {
+		if (m == SHOW_NAME) {
+			fprintf(out, "%s\n", str(t, "team"));
+			continue;
+		}
+		fprintf(out, "team %s: reserved ", str(t, "team"));
+		audit_pair(out, json_object_get(t, "before"));
+		fprintf(out, " -> ");
+		audit_pair(out, json_object_get(t, "after"));
+		fprintf(out, "\n");
+	}
+	if (m == SHOW_TEXT && json_array_size(changes) == 0)
+		fprintf(out, "no team total needed a repair\n");
+}

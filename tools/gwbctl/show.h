@@ -29,6 +29,11 @@ void show_teams(FILE *out, enum show_mode m, const json_t *teams);
  * the pending diagnosis with what would unblock it; in name mode the outcome ("bind",
  * "pending", "refused"). */
 void show_dry_run(FILE *out, enum show_mode m, const json_t *d);
+/* An audit (GET /v1/audit): the drift and each team and task that drifted; in name mode the
+ * drifted teams and task ids. */
+void show_audit(FILE *out, enum show_mode m, const json_t *a);
+/* A repair's answer: each team's reserved totals before and after; the teams in name mode. */
+void show_audit_repair(FILE *out, enum show_mode m, const json_t *a);
 /* Any JSON value, indented with sorted keys. */
 void show_json(FILE *out, const json_t *v);
 
