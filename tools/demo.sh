@@ -26,7 +26,11 @@ cleanup() {
 	for p in $pids ${server_pid:-}; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+# A signal stops everything and exits (without the exit the loop below would start the server
+# again once cleanup stopped it).
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
 
 # A private Redis for the intent stream: Unix socket only (no TCP port), no persistence.
 # Its socket path must be absolute and under 108 bytes.
