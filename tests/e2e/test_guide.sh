@@ -51,7 +51,12 @@ report() { # name rc ms folder
 		failed=$((failed + 1))
 		echo "FAIL test_guide.$1 ($3 ms)"
 		if [ -f "$4/out" ]; then
-			tail -n 25 "$4/out" | sed 's/^/    /'
+			# The step that failed (sh -x traces each command with "+ "), what gwbctl said,
+			# and the output's end.
+			last=$(grep '^+ ' "$4/out" | tail -n 1)
+			[ -n "$last" ] && echo "    failed at: ${last#+ }"
+			grep -E '^gwbctl: |^case timed out|^the clean-up' "$4/out" | tail -n 5 | sed 's/^/    /'
+			tail -n 12 "$4/out" | sed 's/^/    | /'
 		fi
 		echo "    kept: $4"
 	fi
