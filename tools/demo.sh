@@ -31,6 +31,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
+trap 'cleanup; exit 129' HUP
 
 # A private Redis for the intent stream: Unix socket only (no TCP port), no persistence.
 # Its socket path must be absolute and under 108 bytes.
@@ -153,28 +154,17 @@ In another shell, '. $RT_SHOW/env' sets GWB_URL, GWB_TOKEN, GWB_ADMIN_TOKEN, GWB
 KUBESIM_CTL and GWB_SERVER_PIDFILE for the lab guide's commands.
 The workbench page: open $url/ in a browser and paste $TEAM_TOKEN (or the admin token $ADMIN).
 
-The lab's first experiment: submit 1024 MiB / 25% of one card for 60 s,
-  curl -i -X POST $url/v1/tasks -H 'Authorization: Bearer $TEAM_TOKEN' \\
-       -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' \\
-       -d '{"team": "alpha", "name": "demo", "gpu_memory_mib": 1024, "gpu_core_percent": 25}'
-watch the team's reservation grow,
-  curl -s $url/v1/teams/alpha -H 'Authorization: Bearer $TEAM_TOKEN'
-then open the task (state, the allocation annotation, usage "unknown"),
-  curl -s $url/v1/tasks/TASK_ID -H 'Authorization: Bearer $TEAM_TOKEN'
-and look at what the scheduler did:
-  export KUBECONFIG=$KUBECONFIG_FILE
-  kubectl get devices colima-gwb -o yaml
-  kubectl -n gpu-workbench get pods -o yaml     # schedulerName, device-allocated
-  curl -s $url/v1/devices -H 'Authorization: Bearer $TEAM_TOKEN'
-Repeat the submission with the same Idempotency-Key: 200 and the same task.
-
-The same with gwbctl, and the queue as the reconciler sees it:
-  export GWB_URL=$url GWB_TOKEN=$TEAM_TOKEN GWB_REDIS=unix://$REDIS_SOCK
-  bin/gwbctl submit --team alpha --mem 1024 --core 25 --name demo
-  bin/gwbctl list
-  bin/gwbctl intents            # stream entries, pending state, decoded bodies
-  bin/gwbctl cancel TASK_ID
-  redis-cli -s $REDIS_SOCK XRANGE gwb:intents - +
+The lab's first experiment (docs/lab/lab-guide.zh.md, lab-guide.en.md), in another shell:
+  . $RT_SHOW/env
+  ID=\$(bin/gwbctl submit --team alpha --mem 1024 --core 25 --duration 60 --name demo -o name)
+  bin/gwbctl wait \$ID --state running
+  bin/gwbctl teams alpha          # the reservation grew by 1024 MiB / 25%
+  bin/gwbctl get \$ID -o json     # state, the allocation annotation, usage "unknown"
+  bin/gwbctl devices              # what the scheduler did, card by card
+  kubectl -n gpu-workbench get pods -l gwb.io/task=\$ID -o yaml   # schedulerName, device-allocated
+  bin/gwbctl intents              # the intent stream as the reconciler sees it
+  bin/gwbctl cancel \$ID
+The same over HTTP: curl -s \$GWB_URL/v1/tasks/\$ID -H "Authorization: Bearer \$GWB_TOKEN"
 
 gwb-server restarts by itself when it dies: try 'kill -9 \$(cat \$GWB_SERVER_PIDFILE)' with a task
 running (the file holds the current server's PID).

@@ -104,7 +104,7 @@ stop_stack() {
 	fi
 }
 trap 'stop_stack' EXIT
-trap 'stop_stack; exit 1' INT TERM
+trap 'stop_stack; exit 1' INT TERM HUP PIPE
 
 # ---- the two languages' blocks ----
 name=blocks_match_in_both_languages
