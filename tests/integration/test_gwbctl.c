@@ -842,6 +842,12 @@ TEST_T(gwbctl_wait_polls_until_state_or_release, 90)
 	       (long long)(clock_mono_ms() - t1));
 	CHECK(stderr_has("timed out after 1 s: task"));
 	CHECK(stderr_has("is running"));
+	/* Every condition given must hold: the state is right, the reason is not. */
+	snprintf(args, sizeof args, "wait %s --state running --reason no_such_reason --timeout 1",
+		 id);
+	json_decref(ctl("alpha-tok-1", args, &code));
+	CHECK_INT(code, 1);
+	CHECK(stderr_has("timed out after 1 s"));
 	/* The task runs 3 s and ends succeeded: --released returns once the quota is back. */
 	snprintf(args, sizeof args, "wait %s --released --timeout 30 -o text", id);
 	out = ctl_raw("alpha-tok-1", args, &code);
@@ -866,7 +872,7 @@ TEST_T(gwbctl_wait_polls_until_state_or_release, 90)
 		const char *args, *says;
 	} bad[] = {
 		{ "wait", "wait: expected one task id" },
-		{ "wait t-1", "wait: needs --state S or --released" },
+		{ "wait t-1", "wait: needs --state S, --reason R or --released" },
 		{ "wait t-1 --state done", "--state must be a task state" },
 		{ "wait t-1 --state running --timeout soon", "--timeout must be a whole number" },
 		{ "wait t-1 --released=yes", "wait: --released takes no value" },

@@ -41,10 +41,11 @@ static const char usage_text[] =
 	"  cancel ID                   request the cancel of a task (idempotent)\n"
 	"  cancel --all --team T --yes cancel every active task of team T\n"
 	"  events ID                   a task's history\n"
-	"  wait ID [--state S] [--released] [--timeout SECONDS]\n"
-	"                              poll the task until its state is S (and/or its\n"
-	"                              reservation is released); exit 1 with the last state\n"
-	"                              on time-out (default 60 s) or when it ended otherwise\n"
+	"  wait ID [--state S] [--reason R] [--released] [--timeout SECONDS]\n"
+	"                              poll the task until its state is S (its reason R, its\n"
+	"                              reservation released: each that is given); exit 1 with\n"
+	"                              the last state on time-out (default 60 s) or when it\n"
+	"                              ended otherwise\n"
 	"  devices                     every card: health, memory and core used/total, tasks\n"
 	"  teams [TEAM]                quotas and reservations\n"
 	"  teams set TEAM --mem MIB --core PCT [--token T]\n"
@@ -583,15 +584,16 @@ static void sleep_ms(long ms)
 		;
 }
 
-/* wait ID --state S / --released: polls GET /v1/tasks/ID, 200 ms apart at first and then up to
- * 1 s apart, until the task is in state S (and, with --released, its reservation is released).
+/* wait ID --state S / --reason R / --released: polls GET /v1/tasks/ID, 200 ms apart at first and
+ * then up to 1 s apart, until every condition given holds: the task is in state S, its reason is
+ * R, its reservation is released.
  * A refused connection or a 5xx is a moment (gwb-server restarting): it polls on. 0 when the
  * condition holds (the task shown), 1 on time-out or when the task ended in another final state
  * (the last state named on stderr, the task shown), 1 at once on a 4xx (no such task). */
 static int cmd_wait(struct opts *o, int argc, char **argv)
 {
-	struct flag f[] = { { "state", 1, NULL }, { "released", 0, NULL }, { "timeout", 1, NULL },
-			    { NULL, 0, NULL } };
+	struct flag f[] = { { "state", 1, NULL },   { "released", 0, NULL }, { "timeout", 1, NULL },
+			    { "reason", 1, NULL }, { NULL, 0, NULL } };
 	const char *pos[MAX_POS];
 	int npos, rc = parse(o, "wait", argc, argv, f, pos, 1, &npos);
 	if (rc)
@@ -599,9 +601,10 @@ static int cmd_wait(struct opts *o, int argc, char **argv)
 	if (npos != 1 || !url_safe(pos[0]))
 		return usage("wait: expected one task id");
 	const char *want = flag_val(f, "state");
+	const char *want_reason = flag_val(f, "reason");
 	int released = flag_val(f, "released") != NULL;
-	if (!want && !released)
-		return usage("wait: needs --state S or --released (or both)");
+	if (!want && !released && !want_reason)
+		return usage("wait: needs --state S, --reason R or --released");
 	if (want && !known_state(want))
 		return usage("wait: --state must be a task state (queued, creating, pending, running, "
 			     "unknown, cancelling, succeeded, failed, cancelled), not '%s'",
@@ -644,7 +647,9 @@ static int cmd_wait(struct opts *o, int argc, char **argv)
 		const char *st = last ? json_string_value(json_object_get(last, "state")) : NULL;
 		int is_released = last && json_is_true(json_object_get(
 						  json_object_get(last, "reservation"), "released"));
+		const char *rs = last ? json_string_value(json_object_get(last, "reason")) : NULL;
 		int ok = last && (!want || (st && strcmp(st, want) == 0)) &&
+			 (!want_reason || (rs && strcmp(rs, want_reason) == 0)) &&
 			 (!released || is_released);
 		/* A final task changes no more: waiting for another state is over. Its reservation
 		 * may still be released later (the release follows the final state). */
