@@ -64,7 +64,10 @@ static const struct setting settings[] = {
 	  0, 0, NULL, NULL,
 	  "koordinator.sh/gpu-isolation-provider label on task Pods (empty: none)" },
 	{ "kube.request_timeout_ms", "GWB_KUBE_REQUEST_TIMEOUT_MS", INT(kube_request_timeout_ms),
-	  "5000", 100, 600000, NULL, NULL, "time-out of one Kubernetes API request" },
+	  "30000", 100, 600000, NULL, NULL,
+	  "time-out of one Kubernetes API request, counted from its send (the API server gives up "
+	  "on its own at 60 s; a busy one may take seconds, and an unanswered create makes its "
+	  "task unknown)" },
 	{ "kube.job_ttl_seconds", "GWB_KUBE_JOB_TTL_SECONDS", INT(kube_job_ttl_seconds), "3600", 0,
 	  30LL * 86400, NULL, NULL,
 	  "finished task Jobs are deleted this long after they end (0: kept)" },

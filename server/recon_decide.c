@@ -42,6 +42,8 @@ const char *recon_action_name(enum recon_action a)
 	switch (a) {
 	case RECON_GET:
 		return "get";
+	case RECON_CREATE:
+		return "create";
 	case RECON_SUSPEND:
 		return "suspend";
 	case RECON_LIST_PODS:
@@ -238,10 +240,16 @@ enum recon_action decide_action(const struct task *t, const struct recon_view *v
 	if (v->job)
 		return RECON_NONE;
 	/* No Job in the picture: observe before creating (or, with a uid recorded, find out
-	 * whether it is gone). A cancelled task gets the suspended marker. */
+	 * whether it is gone). A cancelled task gets the suspended marker. When the picture is
+	 * fresh and no Job was ever recorded, the picture is the observation: create at once
+	 * (a Job the watch has not shown yet answers the POST with 409, which is then observed
+	 * and adopted), which spares the API server one GET per task. */
 	if (t->job_uid[0] || cancel ||
-	    (!task_state_is(t->state, TASK_FINAL) && t->state != TASK_QUEUED))
+	    (!task_state_is(t->state, TASK_FINAL) && t->state != TASK_QUEUED)) {
+		if (fresh && !t->job_uid[0] && !task_state_is(t->state, TASK_FINAL))
+			return RECON_CREATE;
 		return RECON_GET;
+	}
 	return RECON_NONE;
 }
 

@@ -38,10 +38,11 @@ void recon_view_clear(struct recon_view *v);
 enum recon_action {
 	RECON_NONE,
 	RECON_GET,       /* observe the Job by name (before creating it, or to learn it is gone) */
+	RECON_CREATE,    /* POST the Job (a fresh picture shows none and none was recorded) */
 	RECON_SUSPEND,   /* PATCH spec.suspend: true (a cancel) */
 	RECON_LIST_PODS, /* step one of a release: list every Pod of the task to confirm */
 };
-/* "none", "get", "suspend", "list_pods". */
+/* "none", "get", "create", "suspend", "list_pods". */
 const char *recon_action_name(enum recon_action a);
 
 /* 1 when a queued task is the reconciler's to create now: there is no queue to carry its
