@@ -70,6 +70,9 @@ BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
 # Browser tests are Python (Debian's python3-selenium); they are installed as executables.
 E2E_PY       := $(wildcard tests/e2e/test_*.py)
 E2E_BINS     := $(patsubst tests/%.py,$(BIN)/tests/%,$(E2E_PY))
+# Shell end-to-end tests (the lab guide's commands) are installed with the repository's path.
+E2E_SH       := $(wildcard tests/e2e/test_*.sh)
+E2E_BINS     += $(patsubst tests/%.sh,$(BIN)/tests/%,$(E2E_SH))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
 .PHONY: all deps test check bench demo lab clean format lint fuzz valgrind
@@ -118,6 +121,10 @@ $(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
 $(BIN)/tests/e2e/%: tests/e2e/%.py
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
+
+$(BIN)/tests/e2e/%: tests/e2e/%.sh
+	@mkdir -p $(dir $@)
+	sed 's|@GWB_ROOT@|$(abspath .)|' $< >$@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
 
 # test, check and demo install missing packages first, then build in a fresh make so that
 # pkg-config is asked after the install, not before.

@@ -795,3 +795,96 @@ TEST_T(gwbctl_devices_and_events_against_kubesim, 90)
 	h_server_stop(&s);
 	h_kubesim_stop(&k);
 }
+
+/* gwbctl wait: returns once the task is in the state (or released), fails after --timeout
+ * naming the last state, stops at once when the task ended otherwise, and refuses usage errors
+ * by naming the flag. */
+TEST_T(gwbctl_wait_polls_until_state_or_release, 90)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	snprintf(k.worker, sizeof k.worker, "%s", h_bin("gwb-worker"));
+	h_kubesim_start(&k);
+	char kube_env[300];
+	snprintf(kube_env, sizeof kube_env, "GWB_KUBE_SERVER=%s", k.url);
+	struct h_redis r;
+	struct h_server s;
+	setup(&r, &s, kube_env);
+	int code;
+	char *out = ctl_raw("alpha-tok-1", "submit --team alpha --mem 1024 --core 25 --duration 3 -q",
+			    &code);
+	CHECK_INT(code, 0);
+	char id[64], args[256];
+	snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
+	gwb_free(out);
+
+	/* running, within the time allowed; the task is shown (its id in name mode). */
+	snprintf(args, sizeof args, "wait %s --state running --timeout 30 -o name", id);
+	int64_t t0 = clock_mono_ms();
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	char want[80];
+	snprintf(want, sizeof want, "%s\n", id);
+	CHECK_STR(out, want);
+	gwb_free(out);
+	/* Already true: at once. */
+	snprintf(args, sizeof args, "wait %s --state running -o json", id);
+	json_t *j = ctl("alpha-tok-1", args, &code);
+	CHECK_INT(code, 0);
+	CHECK_STR(jget(j, "state"), "running");
+	json_decref(j);
+	/* A state it does not reach in time: exit 1, the last state on stderr. */
+	snprintf(args, sizeof args, "wait %s --state cancelled --timeout 1", id);
+	int64_t t1 = clock_mono_ms();
+	json_decref(ctl("alpha-tok-1", args, &code));
+	CHECK_INT(code, 1);
+	CHECKF(clock_mono_ms() - t1 < 5000, "--timeout 1 took %lld ms",
+	       (long long)(clock_mono_ms() - t1));
+	CHECK(stderr_has("timed out after 1 s: task"));
+	CHECK(stderr_has("is running"));
+	/* Every condition given must hold: the state is right, the reason is not. */
+	snprintf(args, sizeof args, "wait %s --state running --reason no_such_reason --timeout 1",
+		 id);
+	json_decref(ctl("alpha-tok-1", args, &code));
+	CHECK_INT(code, 1);
+	CHECK(stderr_has("timed out after 1 s"));
+	/* The task runs 3 s and ends succeeded: --released returns once the quota is back. */
+	snprintf(args, sizeof args, "wait %s --released --timeout 30 -o text", id);
+	out = ctl_raw("alpha-tok-1", args, &code);
+	CHECKF(code == 0, "exit %d: %s", code, out);
+	CHECK(has_line_with(out, "state", "succeeded"));
+	CHECK(has_line_with(out, "reservation", "released"));
+	gwb_free(out);
+	CHECKF(clock_mono_ms() - t0 < 30000, "took %lld ms", (long long)(clock_mono_ms() - t0));
+	/* A final state other than the one asked for: no point waiting. */
+	snprintf(args, sizeof args, "wait %s --state running --timeout 30", id);
+	t1 = clock_mono_ms();
+	json_decref(ctl("alpha-tok-1", args, &code));
+	CHECK_INT(code, 1);
+	CHECK(clock_mono_ms() - t1 < 5000);
+	CHECK(stderr_has("ended succeeded"));
+	/* No such task: the API's 404, at once. */
+	json_decref(ctl("alpha-tok-1", "wait t-nonesuch --state running --timeout 30", &code));
+	CHECK_INT(code, 1);
+	CHECK(stderr_has("HTTP 404"));
+
+	static const struct {
+		const char *args, *says;
+	} bad[] = {
+		{ "wait", "wait: expected one task id" },
+		{ "wait t-1", "wait: needs --state S, --reason R or --released" },
+		{ "wait t-1 --state done", "--state must be a task state" },
+		{ "wait t-1 --state running --timeout soon", "--timeout must be a whole number" },
+		{ "wait t-1 --released=yes", "wait: --released takes no value" },
+		{ "wait t-1 --state running --every 1", "wait: unknown flag --every" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		out = ctl_raw("alpha-tok-1", bad[i].args, &code);
+		CHECKF(code == 2, "'%s': exit %d", bad[i].args, code);
+		CHECKF(stderr_has(bad[i].says), "'%s': stderr lacks '%s'", bad[i].args,
+		       bad[i].says);
+		gwb_free(out);
+	}
+	h_server_stop(&s);
+	h_kubesim_stop(&k);
+}

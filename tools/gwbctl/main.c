@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/addr.h"
 #include "lib/alloc.h"
+#include "lib/clock.h"
 #include "lib/httpc.h"
 #include "tools/gwbctl/intents.h"
 #include "tools/gwbctl/show.h"
@@ -39,6 +41,11 @@ static const char usage_text[] =
 	"  cancel ID                   request the cancel of a task (idempotent)\n"
 	"  cancel --all --team T --yes cancel every active task of team T\n"
 	"  events ID                   a task's history\n"
+	"  wait ID [--state S] [--reason R] [--released] [--timeout SECONDS]\n"
+	"                              poll the task until its state is S (its reason R, its\n"
+	"                              reservation released: each that is given); exit 1 with\n"
+	"                              the last state on time-out (default 60 s) or when it\n"
+	"                              ended otherwise\n"
 	"  devices                     every card: health, memory and core used/total, tasks\n"
 	"  teams [TEAM]                quotas and reservations\n"
 	"  teams set TEAM --mem MIB --core PCT [--token T]\n"
@@ -556,6 +563,135 @@ static int cmd_cancel(struct opts *o, int argc, char **argv)
 	return failed ? EXIT_FAIL : 0;
 }
 
+/* The states a task never leaves (server/task.h TASK_FINAL). */
+static int final_state(const char *s)
+{
+	return s && (strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
+		     strcmp(s, "cancelled") == 0);
+}
+
+static int known_state(const char *s)
+{
+	if (final_state(s))
+		return 1;
+	for (size_t k = 0; k < NACTIVE; k++)
+		if (strcmp(s, active_states[k]) == 0)
+			return 1;
+	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* wait ID --state S / --reason R / --released: polls GET /v1/tasks/ID, 200 ms apart at first and
+ * then up to 1 s apart, until every condition given holds: the task is in state S, its reason is
+ * R, its reservation is released.
+ * A refused connection or a 5xx is a moment (gwb-server restarting): it polls on. 0 when the
+ * condition holds (the task shown), 1 on time-out or when the task ended in another final state
+ * (the last state named on stderr, the task shown), 1 at once on a 4xx (no such task). */
+static int cmd_wait(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "state", 1, NULL },   { "released", 0, NULL }, { "timeout", 1, NULL },
+			    { "reason", 1, NULL }, { NULL, 0, NULL } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "wait", argc, argv, f, pos, 1, &npos);
+	if (rc)
+		return rc;
+	if (npos != 1 || !url_safe(pos[0]))
+		return usage("wait: expected one task id");
+	const char *want = flag_val(f, "state");
+	const char *want_reason = flag_val(f, "reason");
+	int released = flag_val(f, "released") != NULL;
+	if (!want && !released && !want_reason)
+		return usage("wait: needs --state S, --reason R or --released");
+	if (want && !known_state(want))
+		return usage("wait: --state must be a task state (queued, creating, pending, running, "
+			     "unknown, cancelling, succeeded, failed, cancelled), not '%s'",
+			     want);
+	long timeout = 60;
+	if ((rc = int_flag(f, "wait", "timeout", 0, 86400, &timeout)))
+		return rc;
+	char path[160];
+	snprintf(path, sizeof path, "/v1/tasks/%s", pos[0]);
+	int64_t deadline = clock_mono_ms() + timeout * 1000;
+	long pause = 200;
+	json_t *last = NULL;
+	char lasterr[300] = "";
+	for (;;) {
+		struct httpc_resp r;
+		char url[2048];
+		size_t base = strlen(o->url);
+		while (base && o->url[base - 1] == '/')
+			base--;
+		snprintf(url, sizeof url, "%.*s%s", (int)base, o->url, path);
+		struct httpc_req req = { .method = "GET", .url = url,
+					 .token = o->token && o->token[0] ? o->token : NULL,
+					 .timeout_ms = 5000 };
+		int trc = httpc_do(o->http, &req, &r);
+		if (trc == 0 && r.status >= 400 && r.status < 500) {
+			httpc_resp_free(&r);
+			return api(o, "GET", path, NULL, NULL, &r); /* prints the refusal */
+		}
+		if (trc == 0 && r.status == 200 && json_is_object(r.json)) {
+			json_decref(last);
+			last = json_incref(r.json);
+			lasterr[0] = '\0';
+		} else {
+			if (trc)
+				snprintf(lasterr, sizeof lasterr, "%s", r.error);
+			else
+				snprintf(lasterr, sizeof lasterr, "HTTP %ld", r.status);
+		}
+		httpc_resp_free(&r);
+		const char *st = last ? json_string_value(json_object_get(last, "state")) : NULL;
+		int is_released = last && json_is_true(json_object_get(
+						  json_object_get(last, "reservation"), "released"));
+		const char *rs = last ? json_string_value(json_object_get(last, "reason")) : NULL;
+		int ok = last && (!want || (st && strcmp(st, want) == 0)) &&
+			 (!want_reason || (rs && strcmp(rs, want_reason) == 0)) &&
+			 (!released || is_released);
+		/* A final task changes no more: waiting for another state is over. Its reservation
+		 * may still be released later (the release follows the final state). */
+		int hopeless = last && final_state(st) && want && strcmp(st, want) != 0;
+		int64_t now = clock_mono_ms();
+		if (ok || hopeless || now >= deadline) {
+			if (!ok) {
+				const char *reason =
+					last ? json_string_value(json_object_get(last, "reason"))
+					     : NULL;
+				if (hopeless)
+					fprintf(stderr, "gwbctl: wait: task %s ended %s%s%s, not %s\n",
+						pos[0], st, reason && reason[0] ? ", reason " : "",
+						reason && reason[0] ? reason : "", want);
+				else
+					fprintf(stderr,
+						"gwbctl: wait: timed out after %ld s: task %s is %s%s%s "
+						"(reservation %s)%s%s\n",
+						timeout, pos[0], st ? st : "not seen",
+						reason && reason[0] ? ", reason " : "",
+						reason && reason[0] ? reason : "",
+						is_released ? "released" : "held",
+						lasterr[0] ? "; last poll: " : "", lasterr);
+			}
+			if (last) {
+				if (o->mode == SHOW_TEXT)
+					show_status(stdout, 200, 0);
+				show_task(stdout, o->mode, last);
+			}
+			json_decref(last);
+			return ok ? 0 : EXIT_FAIL;
+		}
+		long left = (long)(deadline - now);
+		sleep_ms(pause < left ? pause : left);
+		if (pause < 1000)
+			pause = pause * 2 > 1000 ? 1000 : pause * 2;
+	}
+}
+
 static int cmd_devices(struct opts *o, int argc, char **argv)
 {
 	const char *pos[MAX_POS];
@@ -697,6 +833,8 @@ int main(int argc, char **argv)
 		rc = cmd_list(&o, n, rest);
 	else if (strcmp(cmd, "cancel") == 0)
 		rc = cmd_cancel(&o, n, rest);
+	else if (strcmp(cmd, "wait") == 0)
+		rc = cmd_wait(&o, n, rest);
 	else if (strcmp(cmd, "devices") == 0)
 		rc = cmd_devices(&o, n, rest);
 	else if (strcmp(cmd, "teams") == 0)
