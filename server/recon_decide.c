@@ -82,14 +82,15 @@ static void observe_pod(struct task *t, const json_t *pod)
 	TASK_SET_TEXT(t, allocation, kobj_annotation(pod, DEVALLOC_ANNOTATION));
 	json_t *cs = json_array_get(kobj_path(pod, "status", "containerStatuses"), 0);
 	json_t *term = kobj_path(cs, "state", "terminated");
-	/* After the release the task's reason is the one its end was given. */
-	if (json_is_object(term) && !t->released) {
+	if (json_is_object(term)) {
 		task_set_bool(t, &t->has_exit_code, 1);
 		task_set_int(t, &t->exit_code, json_integer_value(kobj_get(term, "exitCode")));
 		const char *reason = kobj_str(term, "reason");
 		if (t->exit_code == WORKER_EXIT_LIMIT_REJECTED)
 			reason = "simulated_limit_rejected";
-		TASK_SET_TEXT(t, reason, reason);
+		/* After the release the task's reason is the one its end was given. */
+		if (!t->released)
+			TASK_SET_TEXT(t, reason, reason);
 	}
 	const json_t *sched = kobj_condition(pod, "PodScheduled");
 	const char *st = kobj_str(sched, "status"), *msg = kobj_str(sched, "message");
@@ -104,7 +105,12 @@ static void observe_job(struct task *t, const struct recon_view *v)
 {
 	int finished = kobj_condition_true(v->job, "Complete") ||
 		       kobj_condition_true(v->job, "Failed");
-	if (finished && !v->all_terminal)
+	/* A finished Job counts the Pods that ran; when none of them has reached the picture
+	 * yet, the Pods' watch lags the Jobs': wait for it (the release, which lists the Pods,
+	 * ends the task in any case). */
+	int pods_ran = json_integer_value(kobj_path(v->job, "status", "succeeded")) > 0 ||
+		       json_integer_value(kobj_path(v->job, "status", "failed")) > 0;
+	if (finished && (!v->all_terminal || (!v->newest && !t->pod_name[0] && pods_ran)))
 		return;
 	if (kobj_condition_true(v->job, "Complete")) {
 		task_set_state(t, TASK_SUCCEEDED);
@@ -160,6 +166,20 @@ const char *decide_final_reason(const struct task *t, const char *proof, enum ta
 	    strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0)
 		return final == TASK_CANCELLED ? "cancelled" : "";
 	return NULL;
+}
+
+void decide_observe_listed(struct task *t, const json_t *items)
+{
+	const json_t *newest = NULL;
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p) {
+		const char *ts = kobj_created(p), *best = newest ? kobj_created(newest) : NULL;
+		if (!newest || (ts && best && strcmp(ts, best) > 0))
+			newest = p;
+	}
+	if (newest) /* the list is at least as new as the picture */
+		observe_pod(t, newest);
 }
 
 int decide_observe(struct task *t, const struct recon_view *v, int fresh)

@@ -57,6 +57,11 @@ int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, in
  * cleared and 0 returned. */
 int decide_observe(struct task *t, const struct recon_view *v, int fresh);
 
+/* Brings t's Pod fields (name, phase, exit code, reason) up to the newest Pod of items, the
+ * answer of an authoritative list of the task's Pods: the Pods' watch may lag that list, and
+ * the task ends with how its Pod ended. */
+void decide_observe_listed(struct task *t, const json_t *items);
+
 /* Makes t's reason describe the present (called by decide_observe): an unknown outcome's
  * reason is cleared once the task left unknown, and a task whose Pod is being deleted but
  * still runs says that its quota waits for that Pod to stop. */

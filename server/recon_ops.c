@@ -414,6 +414,10 @@ static void list_answered(struct rop *o, const json_t *list)
 		gwb_free(t);
 		return;
 	}
+	/* The Pods' watch may lag this list: the task takes its Pod's end from the list. */
+	decide_observe_listed(t, items);
+	if (t->changed)
+		store_task_observe(ops->c.store, t, NULL, clock_now_ms());
 	struct recon_view v;
 	picture_view(ops->c.pic, t, &v);
 	enum task_state final = TASK_NONE;

@@ -26,10 +26,15 @@ struct stack {
 	char env_redis[PATH_MAX + 32];
 };
 
+/* Extra kubesim flags for the next stack_start (NULL-terminated), or NULL. */
+static const char *const *kubesim_flags;
+
 static void stack_start(struct stack *st, int with_redis, const char *const *extra_env)
 {
 	h_kubesim_init(&st->ks);
 	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
+		st->ks.args[i] = kubesim_flags[i];
 	h_kubesim_start(&st->ks);
 	h_server_init(&st->srv);
 	snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
@@ -315,4 +320,34 @@ TEST_T(flow_overdue_backlog_waits_for_room, 90)
 	CHECKF(deepest <= 8, "local queue up to %g deep", deepest);
 	CHECK_INT(unknowns(&st), 0);
 	fault(&st, NULL);
+}
+
+/* kubesim's own in-flight limit, as the API server's --max-mutating-requests-inflight: with 8
+ * and answers slowed down, the server's 32 requests in flight meet 429s. A burst of 300 short
+ * tasks still all succeeds, none through unknown, nothing dead-lettered. */
+TEST_T(flow_burst_of_300_against_an_inflight_limit_of_8, 240)
+{
+	const char *flags[] = { "--max-mutating-requests-inflight", "8", "--max-requests-inflight",
+				"8", NULL };
+	kubesim_flags = flags;
+	struct stack st;
+	stack_start(&st, 1, NULL);
+	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
+	fault(&st, "{\"slow_ms\": 50}");
+	enum { N = 300 };
+	char id[32];
+	for (int i = 0; i < N; i++)
+		submit(&st, 16, 1, 1, id);
+	WAIT_FOR(sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE state = 'succeeded'") == N,
+		 200000, "succeeded: %lld of %d, 429s so far %.0f",
+		 sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE state = 'succeeded'"), N,
+		 metric(&st, "gwb_kube_requests_total", "code=\"429\""));
+	double throttled = metric(&st, "gwb_kube_requests_total", "code=\"429\"");
+	t_log("429 answers: %.0f, retried: %.0f", throttled,
+	      metric(&st, "gwb_kube_throttled_retries_total", NULL));
+	CHECKF(throttled > 0, "kubesim never answered 429: the case proves nothing");
+	CHECK_INT(unknowns(&st), 0);
+	CHECK(metric(&st, "gwb_intents_dead_lettered_total", NULL) == 0);
+	WAIT_FOR(sql_int(st.srv.db, "SELECT count(*) FROM reservations WHERE released = 0") == 0,
+		 30000, "reservations still held");
 }
