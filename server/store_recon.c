@@ -79,6 +79,8 @@ int store_task_observe(struct store *s, struct task *t, const json_t *detail, in
 	if (cur != t->state && (rc = store_event_add(s, t->id, now_ms, "state", task_state_name(cur),
 						      task_state_name(t->state), detail)))
 		goto out;
+	if (cur != t->state)
+		store_count_move(s, cur, t->state);
 	if ((rc = store_commit(s)))
 		return rc;
 	t->loaded_state = t->state;
@@ -177,6 +179,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		    (rc = store_event_add(s, id, now_ms, "state", task_state_name(state),
 					  task_state_name(final_state), NULL)))
 			goto out;
+		store_count_move(s, state, final_state);
 	}
 	json_t *detail = json_pack("{s:s, s:I, s:I, s:O}", "reason", reason, "gpu_memory_mib",
 				   (json_int_t)mem, "gpu_core_percent", (json_int_t)core,
