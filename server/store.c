@@ -408,7 +408,10 @@ static int wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t e
 	snprintf(pragma, sizeof pragma, "PRAGMA journal_size_limit = %lld",
 		 (long long)wal_max_bytes);
 	sqlite3_stmt *st = NULL;
+	/* temp_store=MEMORY: a batch's SAVEPOINTs keep their statement journal in memory, not
+	 * in a temporary file written page by page and deleted per batch. */
 	if (exec_sql(s, "PRAGMA wal_autocheckpoint = 0") || exec_sql(s, pragma) ||
+	    exec_sql(s, "PRAGMA temp_store = MEMORY") ||
 	    sqlite3_prepare_v2(s->db, "PRAGMA page_size", -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_step(st) != SQLITE_ROW) {
 		snprintf(err, errlen, "cannot configure the WAL: %s", store_errmsg(s));
