@@ -146,6 +146,12 @@ static int exec_sql(struct store *s, const char *sql)
 
 int store_begin(struct store *s)
 {
+	if (s->in_batch) {
+		/* Inside a batch a decision is a savepoint of the batch's transaction; the
+		 * counters' moves so far are kept to be restored if it is undone. */
+		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
+		return exec_sql(s, "SAVEPOINT unit");
+	}
 	return exec_sql(s, "BEGIN IMMEDIATE");
 }
 
@@ -160,6 +166,12 @@ static void counts_settle(struct store *s, int apply)
 
 int store_commit(struct store *s)
 {
+	if (s->in_batch) {
+		int rc = exec_sql(s, "RELEASE unit");
+		if (rc)
+			store_rollback(s);
+		return rc;
+	}
 	int rc = exec_sql(s, "COMMIT");
 	if (rc) {
 		store_rollback(s);
@@ -172,6 +184,14 @@ int store_commit(struct store *s)
 
 void store_rollback(struct store *s)
 {
+	if (s->in_batch) {
+		/* ROLLBACK TO undoes the unit's writes and keeps the savepoint open; RELEASE
+		 * closes it, leaving the batch's transaction as it was before the unit. */
+		sqlite3_exec(s->db, "ROLLBACK TO unit", NULL, NULL, NULL);
+		sqlite3_exec(s->db, "RELEASE unit", NULL, NULL, NULL);
+		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
+		return;
+	}
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 	counts_settle(s, 0);
@@ -188,32 +208,22 @@ void store_count_move(struct store *s, enum task_state from, enum task_state to)
 
 int store_unit_begin(struct store *s)
 {
-	return s->in_batch ? exec_sql(s, "SAVEPOINT unit") : store_begin(s);
+	return store_begin(s);
 }
 
 int store_unit_end(struct store *s, int rc)
 {
-	if (!s->in_batch) {
-		if (rc == 0)
-			return store_commit(s);
-		store_rollback(s);
-		return rc;
-	}
-	if (rc == 0) {
-		rc = exec_sql(s, "RELEASE unit");
-		if (rc == 0)
-			return 0;
-	}
-	/* ROLLBACK TO undoes the unit's writes and keeps the savepoint open; RELEASE closes it,
-	 * leaving the batch's transaction as it was before the unit. */
-	sqlite3_exec(s->db, "ROLLBACK TO unit", NULL, NULL, NULL);
-	sqlite3_exec(s->db, "RELEASE unit", NULL, NULL, NULL);
+	if (rc == 0)
+		return store_commit(s);
+	store_rollback(s);
 	return rc;
 }
 
 int store_batch_begin(struct store *s)
 {
-	int rc = store_begin(s);
+	if (s->in_batch)
+		return GWB_EBUSY; /* one batch at a time: the caller runs without one */
+	int rc = exec_sql(s, "BEGIN IMMEDIATE");
 	s->in_batch = rc == 0;
 	return rc;
 }

@@ -65,7 +65,8 @@ struct submit_result {
  * store_task_cancel each run inside their own SAVEPOINT of the batch's one BEGIN IMMEDIATE
  * transaction: a refused or failed one undoes only its own writes, a later one sees the
  * earlier ones' writes (quota and idempotency keys stay exact), and nothing is durable before
- * the batch's COMMIT (one fsync for the lot). Other writers must not run inside a batch. */
+ * the batch's COMMIT (one fsync for the lot). Every other write of the store made while a
+ * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too. */
 
 /* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock) or
  * GWB_EDB; on failure no batch is open. */

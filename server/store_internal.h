@@ -32,6 +32,7 @@ struct store {
 	 * moves of the open transaction wait in count_pend until its COMMIT. */
 	int64_t counts[TASK_NSTATES];
 	int64_t count_pend[TASK_NSTATES];
+	int64_t count_sp[TASK_NSTATES]; /* count_pend when the batch's current unit began */
 };
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
@@ -59,12 +60,13 @@ int store_task_read(sqlite3_stmt *st, struct task *t);
 /* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
  * a preparation error. The statement stays owned by the store. */
 sqlite3_stmt *store_stmt(struct store *s, const char *sql);
-/* BEGIN IMMEDIATE: 0, GWB_EBUSY or GWB_EDB. */
+/* BEGIN IMMEDIATE: 0, GWB_EBUSY or GWB_EDB. Inside a batch (store_batch_begin) it opens
+ * SAVEPOINT "unit" instead, and store_commit / store_rollback release it or undo only its
+ * writes: every transaction of the store's files is a savepoint of the batch there. */
 int store_begin(struct store *s);
-/* COMMIT: 0, GWB_EBUSY or GWB_EDB (the transaction is rolled back on failure). */
+/* COMMIT (RELEASE in a batch): 0, GWB_EBUSY or GWB_EDB (rolled back on failure). */
 int store_commit(struct store *s);
-/* Opens the unit of one decision: BEGIN IMMEDIATE outside a batch, SAVEPOINT "unit" inside
- * one (store_batch_begin). 0, GWB_EBUSY or GWB_EDB. */
+/* Opens the unit of one decision: store_begin. 0, GWB_EBUSY or GWB_EDB. */
 int store_unit_begin(struct store *s);
 /* Ends the unit opened by store_unit_begin: when rc is 0 commits it (COMMIT, or RELEASE inside
  * a batch: durable only with the batch's COMMIT) and returns that outcome; otherwise undoes
