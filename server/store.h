@@ -155,7 +155,9 @@ int store_task_state_counts(struct store *s, int64_t *counts);
 /* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
 int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
 
-/* Makes a new task id: "t-" and 12 characters of lowercase base32 (60 random bits). */
+/* Makes a new task id: "t-" and 12 characters of lowercase base32 (digits 2-7 and letters, in
+ * ASCII order): 8 of the time in ms, so ids sort by creation and a batch's index inserts stay
+ * on the same pages, then 4 random ones (20 bits; the insert retries an equal id). */
 void store_new_task_id(char out[16]);
 
 /* ---- intents (server/store_outbox.c) ---- */
