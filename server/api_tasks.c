@@ -249,7 +249,6 @@ struct submit_ctx {
 
 static void submit_decide(struct req *r, void *arg)
 {
-	(void)r;
 	struct submit_ctx *c = arg;
 	c->rc = store_task_submit(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
 				  c->now_ms, c->ttl_ms, &c->res);
