@@ -67,10 +67,13 @@ HARNESS_SRCS := $(wildcard tests/harness/*.c)
 HARNESS_LIB  := $(BUILD)/libharness.a
 BENCH_SRCS   := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
+# Browser tests are Python (Debian's python3-selenium); they are installed as executables.
+E2E_PY       := $(wildcard tests/e2e/test_*.py)
+E2E_BINS     := $(patsubst tests/%.py,$(BIN)/tests/%,$(E2E_PY))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
 .PHONY: all deps test check bench demo lab clean format lint fuzz valgrind
-all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS)
+all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS) $(E2E_BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -82,6 +85,17 @@ $(call comp_lib,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(call comp_srcs,$(1)))
 	rm -f $$@ && ar rcs $$@ $$^
 endef
 $(foreach c,$(COMPONENTS),$(eval $(call archive_rule,$(c))))
+
+# The page's assets (server/web/) become one generated C file in the server's archive: the
+# binary serves them itself (server/api_web.c).
+WEB_ASSETS := $(sort $(wildcard server/web/*.html server/web/*.css server/web/*.js))
+WEB_GEN    := $(BUILD)/gen/web_assets.c
+$(WEB_GEN): $(WEB_ASSETS) tools/web-embed.sh
+	@mkdir -p $(dir $@)
+	tools/web-embed.sh $@ $(WEB_ASSETS)
+$(BUILD)/gen/web_assets.o: $(WEB_GEN)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(call comp_lib,server): $(BUILD)/gen/web_assets.o
 
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 	@mkdir -p $(dir $@)
@@ -100,6 +114,10 @@ $(patsubst tests/%.c,$(BIN)/tests/%,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(1)) $(H
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
 endef
 $(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
+
+$(BIN)/tests/e2e/%: tests/e2e/%.py
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
 
 # test, check and demo install missing packages first, then build in a fresh make so that
 # pkg-config is asked after the install, not before.

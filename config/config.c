@@ -64,7 +64,10 @@ static const struct setting settings[] = {
 	  0, 0, NULL, NULL,
 	  "koordinator.sh/gpu-isolation-provider label on task Pods (empty: none)" },
 	{ "kube.request_timeout_ms", "GWB_KUBE_REQUEST_TIMEOUT_MS", INT(kube_request_timeout_ms),
-	  "5000", 100, 600000, NULL, NULL, "time-out of one Kubernetes API request" },
+	  "30000", 100, 600000, NULL, NULL,
+	  "time-out of one Kubernetes API request, counted from its send (the API server gives up "
+	  "on its own at 60 s; a busy one may take seconds, and an unanswered create makes its "
+	  "task unknown)" },
 	{ "kube.job_ttl_seconds", "GWB_KUBE_JOB_TTL_SECONDS", INT(kube_job_ttl_seconds), "3600", 0,
 	  30LL * 86400, NULL, NULL,
 	  "finished task Jobs are deleted this long after they end (0: kept)" },
@@ -135,6 +138,13 @@ static const struct setting settings[] = {
 	  0, 600000, NULL, NULL,
 	  "the built-in intent handler holds each intent this long before recording it (to watch "
 	  "intents in flight; 0 = none)" },
+	{ "stream.max_clients", "GWB_STREAM_MAX_CLIENTS", INT(stream_max_clients), "64", 0, 10000,
+	  NULL, NULL, "open GET /v1/stream connections at most (more get 503; 0: no stream)" },
+	{ "stream.max_buffer_bytes", "GWB_STREAM_MAX_BUFFER_BYTES", INT(stream_max_buffer_bytes),
+	  "1048576", 4096, 64 << 20, NULL, NULL,
+	  "a stream whose client leaves this many bytes unread is closed (it reconnects and resumes)" },
+	{ "stream.poll_ms", "GWB_STREAM_POLL_MS", INT(stream_poll_ms), "250", 10, 10000, NULL, NULL,
+	  "how often open streams read new task events, teams and devices" },
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

@@ -69,9 +69,15 @@ json_t *api_task_view(const struct task *t)
 	/* The reason column says why the task is where it is; under "pod" it shows only once a
 	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
 	int has_pod = t->pod_name[0] != '\0';
-	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "name", text(t->pod_name), "uid",
-				text(t->pod_uid), "node", text(t->pod_node), "phase",
-				text(t->pod_phase), "exit_code",
+	/* A Pod being deleted keeps its phase (Running) until it stops: kubectl shows it
+	 * Terminating, and so does terminating here. */
+	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
+			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
+	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "name",
+				text(t->pod_name), "uid", text(t->pod_uid), "node",
+				text(t->pod_node), "phase", text(t->pod_phase), "terminating",
+				terminating, "deletion_timestamp", text(t->pod_deleted_at),
+				"exit_code",
 				t->has_exit_code ? json_integer(t->exit_code) : json_null(),
 				"reason", has_pod ? text(t->reason) : json_null());
 	/* No collector is configured: usage is a measurement, and nothing measures it. */

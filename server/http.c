@@ -228,6 +228,10 @@ static void route_v1(struct req *r)
 		if (get)
 			return api_devices(r);
 		return method_not_allowed(r, "GET");
+	} else if (seg_is(r, 1, "stream") && r->nsegs == 2) {
+		if (get)
+			return api_stream(r);
+		return method_not_allowed(r, "GET");
 	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
 		if (get)
 			return api_info(r);
@@ -248,8 +252,7 @@ static void route(struct req *r)
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
 	}
 	if (!seg_is(r, 0, "v1"))
-		return http_reply_error(r, 404, "not_found", "no such resource",
-					json_pack("{s:s}", "path", r->path));
+		return api_web(r);
 	if (!authenticate(r))
 		return;
 	route_v1(r);

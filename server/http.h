@@ -158,6 +158,11 @@ void api_devices(struct req *r);
 void api_healthz(struct req *r);
 void api_readyz(struct req *r);
 void api_metrics(struct req *r);
+/* GET /v1/stream (server/api_stream.c): Server-Sent Events of task, team and device changes;
+ * the request stays open (answered with a chunked reply) until either side closes it. */
+void api_stream(struct req *r);
+/* GET / and the page's assets (server/api_web.c); a 404 for any other path outside /v1. */
+void api_web(struct req *r);
 
 /* 1 when s is a valid team name: a DNS label (it becomes a Kubernetes label value). */
 int api_valid_team(const char *s);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/backoff.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 
@@ -28,7 +29,7 @@ struct informer {
 	int64_t stale_since_ms; /* wall clock of the last fresh → stale change, or of creation */
 	char rv[64];
 	long req;              /* the list request or watch in flight, 0 when none */
-	int backoff_ms;
+	struct backoff bo; /* between failed lists and watches */
 	int relists;
 	char last_error[160];
 	struct event *timer;
@@ -77,12 +78,10 @@ static void backoff(struct informer *inf, const char *why)
 	set_fresh(inf, 0);
 	inf->state = INF_BACKOFF;
 	inf->req = 0;
-	inf->backoff_ms = inf->backoff_ms ? inf->backoff_ms * 2 : BACKOFF_MIN_MS;
-	if (inf->backoff_ms > BACKOFF_MAX_MS)
-		inf->backoff_ms = BACKOFF_MAX_MS;
-	log_warn("informer", "backoff", "name=%s wait_ms=%d reason=%s", inf->name, inf->backoff_ms,
-		 log_q(why));
-	struct timeval tv = { inf->backoff_ms / 1000, (inf->backoff_ms % 1000) * 1000 };
+	int64_t wait_ms = backoff_next(&inf->bo);
+	log_warn("informer", "backoff", "name=%s wait_ms=%lld reason=%s", inf->name,
+		 (long long)wait_ms, log_q(why));
+	struct timeval tv = { (time_t)(wait_ms / 1000), (suseconds_t)((wait_ms % 1000) * 1000) };
 	evtimer_add(inf->timer, &tv);
 }
 
@@ -125,7 +124,7 @@ static void on_list(void *arg, const struct kube_result *res)
 		inf->ops->upsert(inf->arg, it);
 	inf->ops->list_end(inf->arg);
 	set_rv(inf, res->body);
-	inf->backoff_ms = 0;
+	backoff_reset(&inf->bo);
 	start_watch(inf);
 	set_fresh(inf, 1);
 }
@@ -217,6 +216,8 @@ struct informer *informer_new(struct kube *k, struct event_base *base, const cha
 	inf->ops = ops;
 	inf->arg = arg;
 	inf->timer = evtimer_new(base, on_timer, inf);
+	backoff_init(&inf->bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS,
+		     (uint64_t)(uintptr_t)inf ^ (uint64_t)clock_now_ms());
 	inf->stale_since_ms = clock_now_ms();
 	return inf;
 }

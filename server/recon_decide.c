@@ -42,6 +42,8 @@ const char *recon_action_name(enum recon_action a)
 	switch (a) {
 	case RECON_GET:
 		return "get";
+	case RECON_CREATE:
+		return "create";
 	case RECON_SUSPEND:
 		return "suspend";
 	case RECON_LIST_PODS:
@@ -76,10 +78,12 @@ static void observe_pod(struct task *t, const json_t *pod)
 	TASK_SET_TEXT(t, pod_uid, kobj_uid(pod));
 	TASK_SET_TEXT(t, pod_node, kobj_pstr(pod, "spec", "nodeName"));
 	TASK_SET_TEXT(t, pod_phase, kobj_phase(pod));
+	TASK_SET_TEXT(t, pod_deleted_at, kobj_pstr(pod, "metadata", "deletionTimestamp"));
 	TASK_SET_TEXT(t, allocation, kobj_annotation(pod, DEVALLOC_ANNOTATION));
 	json_t *cs = json_array_get(kobj_path(pod, "status", "containerStatuses"), 0);
 	json_t *term = kobj_path(cs, "state", "terminated");
-	if (json_is_object(term)) {
+	/* After the release the task's reason is the one its end was given. */
+	if (json_is_object(term) && !t->released) {
 		task_set_bool(t, &t->has_exit_code, 1);
 		task_set_int(t, &t->exit_code, json_integer_value(kobj_get(term, "exitCode")));
 		const char *reason = kobj_str(term, "reason");
@@ -117,6 +121,47 @@ static void observe_job(struct task *t, const struct recon_view *v)
 	}
 }
 
+/* 1 when the Pod is being deleted but has not stopped. */
+static int pod_terminating(const json_t *pod)
+{
+	const char *ph = kobj_phase(pod);
+	return pod && kobj_deleting(pod) && !(ph && (strcmp(ph, "Succeeded") == 0 ||
+						     strcmp(ph, "Failed") == 0));
+}
+
+void decide_reason_now(struct task *t, const struct recon_view *v)
+{
+	if (t->released)
+		return;
+	/* The reasons of an unknown outcome describe that state only. */
+	if (t->state != TASK_UNKNOWN && (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
+					 strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0))
+		TASK_SET_TEXT(t, reason, "");
+	/* A Pod being deleted still holds its card, and so the task its quota. */
+	if (!t->released && v->newest && pod_terminating(v->newest))
+		TASK_SET_TEXT(t, reason, TASK_REASON_POD_TERMINATING);
+	else if (strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0)
+		TASK_SET_TEXT(t, reason, "");
+}
+
+const char *decide_final_reason(const struct task *t, const char *proof, enum task_state final)
+{
+	if (strcmp(proof, "job_gone") == 0) {
+		if (!t->pod_name[0])
+			return "job_deleted";
+		int ok = final == TASK_SUCCEEDED ||
+			 (final == TASK_CANCELLED && t->has_exit_code && t->exit_code == 0);
+		return ok ? "job_deleted_pod_completed" : "job_deleted_pod_failed";
+	}
+	if (final == TASK_CANCELLED && strcmp(proof, "job_suspended") == 0)
+		return "cancelled";
+	if (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
+	    strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0 ||
+	    strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0)
+		return final == TASK_CANCELLED ? "cancelled" : "";
+	return NULL;
+}
+
 int decide_observe(struct task *t, const struct recon_view *v, int fresh)
 {
 	if (v->job) {
@@ -135,10 +180,12 @@ int decide_observe(struct task *t, const struct recon_view *v, int fresh)
 			/* The Job was deleted under us and no Pod of it runs any more. */
 			int ok = json_array_size(v->pods) && pods_all_succeeded(v);
 			task_set_state(t, ok ? TASK_SUCCEEDED : TASK_FAILED);
-			if (!ok)
-				TASK_SET_TEXT(t, reason, "job_deleted");
+			TASK_SET_TEXT(t, reason, ok ? "job_deleted_pod_completed"
+					       : json_array_size(v->pods) ? "job_deleted_pod_failed"
+								     : "job_deleted");
 		}
 	}
+	decide_reason_now(t, v);
 	if (t->state == TASK_PENDING && t->pending_message[0])
 		return 1;
 	TASK_SET_TEXT(t, pending_diagnosis, "");
@@ -193,10 +240,16 @@ enum recon_action decide_action(const struct task *t, const struct recon_view *v
 	if (v->job)
 		return RECON_NONE;
 	/* No Job in the picture: observe before creating (or, with a uid recorded, find out
-	 * whether it is gone). A cancelled task gets the suspended marker. */
+	 * whether it is gone). A cancelled task gets the suspended marker. When the picture is
+	 * fresh and no Job was ever recorded, the picture is the observation: create at once
+	 * (a Job the watch has not shown yet answers the POST with 409, which is then observed
+	 * and adopted), which spares the API server one GET per task. */
 	if (t->job_uid[0] || cancel ||
-	    (!task_state_is(t->state, TASK_FINAL) && t->state != TASK_QUEUED))
+	    (!task_state_is(t->state, TASK_FINAL) && t->state != TASK_QUEUED)) {
+		if (fresh && !t->job_uid[0] && !task_state_is(t->state, TASK_FINAL))
+			return RECON_CREATE;
 		return RECON_GET;
+	}
 	return RECON_NONE;
 }
 

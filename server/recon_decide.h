@@ -38,10 +38,11 @@ void recon_view_clear(struct recon_view *v);
 enum recon_action {
 	RECON_NONE,
 	RECON_GET,       /* observe the Job by name (before creating it, or to learn it is gone) */
+	RECON_CREATE,    /* POST the Job (a fresh picture shows none and none was recorded) */
 	RECON_SUSPEND,   /* PATCH spec.suspend: true (a cancel) */
 	RECON_LIST_PODS, /* step one of a release: list every Pod of the task to confirm */
 };
-/* "none", "get", "suspend", "list_pods". */
+/* "none", "get", "create", "suspend", "list_pods". */
 const char *recon_action_name(enum recon_action a);
 
 /* 1 when a queued task is the reconciler's to create now: there is no queue to carry its
@@ -55,6 +56,17 @@ int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, in
  * diagnosis (the caller computes it and sets pending_diagnosis); otherwise the diagnosis is
  * cleared and 0 returned. */
 int decide_observe(struct task *t, const struct recon_view *v, int fresh);
+
+/* Makes t's reason describe the present (called by decide_observe): an unknown outcome's
+ * reason is cleared once the task left unknown, and a task whose Pod is being deleted but
+ * still runs says that its quota waits for that Pod to stop. */
+void decide_reason_now(struct task *t, const struct recon_view *v);
+
+/* The reason a task ends with when its release proves proof and moves it to final: a Job that
+ * was deleted under its Pod says how that Pod ended ("job_deleted_pod_completed" or
+ * "job_deleted_pod_failed"; "job_deleted" when it never had one), a processed cancel says "cancelled", a reason of a passing state
+ * gives way ("cancelled" or ""). NULL: keep the reason the Pod gave. */
+const char *decide_final_reason(const struct task *t, const char *proof, enum task_state final);
 
 /* Whether the Job side lets the task end: finished, suspended with the suspension processed
  * (a cancel: no Pod will be made any more), or observed gone. Returns the proof's name

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/backoff.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/kobj.h"
@@ -32,15 +33,31 @@ struct rop {
 	enum op_kind op;
 	long req;
 	int64_t next_try_ms;
-	int backoff_ms;
+	int64_t adopted_ms; /* when a Job was last adopted from an answer (0: never) */
+	struct backoff bo;  /* between failed attempts */
+	int64_t wait_ms;    /* the last wait it drew, for the logs */
 	int nwaiters;
 	struct waiter waiters[MAX_WAITERS];
 	struct rop *next;
 };
 
+/* How long the watch gets to show a Job we created before the reconciler asks for it by
+ * name (the watch normally shows it within milliseconds). */
+#define ADOPT_WATCH_MS 5000
+
+/* One Pod list that answers for several tasks (labelSelector gwb.io/task in (...)). */
+#define LIST_BATCH_MAX 32 /* task ids per list: the selector stays well inside a URL */
+struct list_batch {
+	struct recon_ops *ops;
+	int n;
+	char ids[LIST_BATCH_MAX][32];
+	struct list_batch *next;
+};
+
 struct recon_ops {
 	struct recon_ctx c;
 	struct rop *rops;
+	struct list_batch *batches; /* in flight; freed when answered or with ops */
 };
 
 /* ---- bookkeeping ---- */
@@ -55,6 +72,8 @@ static struct rop *rop_get(struct recon_ops *ops, const char *id, int create)
 	struct rop *o = gwb_calloc(1, sizeof *o);
 	snprintf(o->id, sizeof o->id, "%s", id);
 	o->ops = ops;
+	backoff_init(&o->bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS,
+		     (uint64_t)(uintptr_t)o ^ (uint64_t)clock_now_ms());
 	o->next = ops->rops;
 	ops->rops = o;
 	return o;
@@ -85,10 +104,8 @@ static void waiters_fire(struct rop *o, int rc)
 
 static void backoff(struct rop *o, int64_t now)
 {
-	o->backoff_ms = o->backoff_ms ? o->backoff_ms * 2 : BACKOFF_MIN_MS;
-	if (o->backoff_ms > BACKOFF_MAX_MS)
-		o->backoff_ms = BACKOFF_MAX_MS;
-	o->next_try_ms = now + o->backoff_ms;
+	o->wait_ms = backoff_next(&o->bo);
+	o->next_try_ms = now + o->wait_ms;
 }
 
 static void note(struct recon_ops *ops, const char *id, const char *type, json_t *detail)
@@ -156,9 +173,9 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 	json_t *d = json_pack("{s:s, s:s, s:I, s:s?, s:i}", "operation", what, "outcome",
 			      res->outcome == KUBE_UNKNOWN ? "unknown" : "not_sent", "status",
 			      (json_int_t)res->status, "reason", res->reason, "retry_in_ms",
-			      o->backoff_ms);
-	log_warn("recon", "kube_op_failed", "task=%s op=%s status=%ld reason=%s retry_ms=%d", o->id,
-		 what, res->status, log_q(res->reason), o->backoff_ms);
+			      (int)o->wait_ms);
+	log_warn("recon", "kube_op_failed", "task=%s op=%s status=%ld reason=%s retry_ms=%lld",
+		 o->id, what, res->status, log_q(res->reason), (long long)o->wait_ms);
 	struct task *t = gwb_malloc(sizeof *t);
 	int creating = (strcmp(what, "create_job") == 0 || strcmp(what, "get_job") == 0) &&
 		       store_task_load(ops->c.store, o->id, t) == 0 && !t->job_uid[0];
@@ -168,8 +185,8 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 		 * task's fate unknown (ARCHITECTURE: creating -> unknown, quota kept, retried). */
 		set_state(ops, o->id, TASK_UNKNOWN,
 			  res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0
-				  ? "create_outcome_unknown"
-				  : "api_unreachable",
+				  ? TASK_REASON_CREATE_UNKNOWN
+				  : TASK_REASON_API_UNREACHABLE,
 			  d);
 	else
 		note(ops, o->id, "api_unreachable", d);
@@ -195,8 +212,9 @@ static void adopt(struct rop *o, const json_t *job)
 		json_decref(d);
 	}
 	gwb_free(t);
-	o->backoff_ms = 0;
+	backoff_reset(&o->bo);
 	o->next_try_ms = 0;
+	o->adopted_ms = clock_now_ms();
 	op_done_common(o);
 	waiters_fire(o, 0);
 }
@@ -369,8 +387,8 @@ static void release(struct rop *o, const struct task *t, const struct recon_view
 			       "every Pod labelled with the task is listed; none is running; Pods "
 			       "deleted earlier are in the pod_deleted events");
 	int released = 0;
-	int rc = store_task_release(ops->c.store, t->id, why, final, ev, clock_now_ms(),
-				    &released);
+	int rc = store_task_release(ops->c.store, t->id, why, final,
+				    decide_final_reason(t, why, final), ev, clock_now_ms(), &released);
 	if (rc)
 		log_error("recon", "release_failed", "task=%s error=%s", t->id, err_name(rc));
 	else if (released)
@@ -379,14 +397,15 @@ static void release(struct rop *o, const struct task *t, const struct recon_view
 	json_decref(ev);
 }
 
-static void on_list_pods(void *arg, const struct kube_result *res)
+/* The answer of a Pod list for o's task: list is {"metadata", "items"} holding every Pod with
+ * the task's label (NULL when the question went unanswered). */
+static void list_answered(struct rop *o, const json_t *list)
 {
-	struct rop *o = arg;
 	struct recon_ops *ops = o->ops;
 	o->op = OP_NONE;
 	o->req = 0;
-	json_t *items = json_object_get(res->body, "items");
-	if (res->outcome != KUBE_OK || !json_is_array(items)) {
+	json_t *items = json_object_get(list, "items");
+	if (!json_is_array(items)) {
 		backoff(o, clock_now_ms());
 		return; /* nothing is released on an unanswered question; retried */
 	}
@@ -400,7 +419,7 @@ static void on_list_pods(void *arg, const struct kube_result *res)
 	enum task_state final = TASK_NONE;
 	const char *why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &final);
 	if (why)
-		release(o, t, &v, res->body, why, final);
+		release(o, t, &v, list, why, final);
 	else
 		backoff(o, clock_now_ms());
 	recon_view_clear(&v);
@@ -408,13 +427,88 @@ static void on_list_pods(void *arg, const struct kube_result *res)
 	ops->c.dirty(ops->c.arg, o->id);
 }
 
+static void batch_unlink(struct recon_ops *ops, struct list_batch *b)
+{
+	for (struct list_batch **pp = &ops->batches; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			return;
+		}
+}
+
+/* One list answers each task of the batch: its own Pods, picked by their task label, at the
+ * list's resourceVersion. A list is one consistent snapshot, so it proves as much for each
+ * task as a list of that task's Pods alone would. */
+static void on_list_batch(void *arg, const struct kube_result *res)
+{
+	struct list_batch *b = arg;
+	struct recon_ops *ops = b->ops;
+	batch_unlink(ops, b);
+	json_t *items = json_object_get(res->body, "items");
+	int ok = res->outcome == KUBE_OK && json_is_array(items);
+	for (int i = 0; i < b->n; i++) {
+		struct rop *o = rop_get(ops, b->ids[i], 0);
+		if (!o || o->op != OP_LIST_PODS)
+			continue;
+		if (!ok) {
+			list_answered(o, NULL);
+			continue;
+		}
+		json_t *mine = json_array();
+		size_t k;
+		json_t *p;
+		json_array_foreach(items, k, p) {
+			const char *task = kobj_str(kobj_path(p, "metadata", "labels"), GWB_LABEL_TASK);
+			if (task && strcmp(task, b->ids[i]) == 0)
+				json_array_append(mine, p);
+		}
+		json_t *list = json_pack("{s:{s:s?}, s:o}", "metadata", "resourceVersion",
+					 kobj_rv(res->body), "items", mine);
+		list_answered(o, list);
+		json_decref(list);
+	}
+	gwb_free(b);
+}
+
+/* Step one of a release asks for a Pod list; the lists asked for in one safe point go out
+ * together at recon_ops_flush. */
 static void start_list_pods(struct rop *o)
 {
-	char sel[128], esc[256], path[512];
-	snprintf(sel, sizeof sel, GWB_LABEL_TASK "=%s", o->id);
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", o->ops->c.ns,
+	o->op = OP_LIST_PODS;
+	o->req = 0; /* waiting for the flush */
+}
+
+/* Sends one list for the batch; on a send failure each of its tasks backs off. */
+static void batch_send(struct recon_ops *ops, struct list_batch *b)
+{
+	char sel[LIST_BATCH_MAX * 34 + 64];
+	size_t n = (size_t)snprintf(sel, sizeof sel, GWB_LABEL_TASK " in (");
+	for (int i = 0; i < b->n; i++)
+		n += (size_t)snprintf(sel + n, sizeof sel - n, "%s%s", i ? "," : "", b->ids[i]);
+	snprintf(sel + n, sizeof sel - n, ")");
+	char esc[3 * sizeof sel], path[sizeof esc + 128];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=%s", ops->c.ns,
 		 kube_query_escape(sel, esc, sizeof esc));
-	op_send(o, OP_LIST_PODS, "GET", path, NULL, NULL, on_list_pods);
+	long req = kube_request(ops->c.kube, "GET", path, NULL, NULL, ops->c.request_timeout_ms,
+				on_list_batch, b);
+	if (req < 0) {
+		for (int i = 0; i < b->n; i++) {
+			struct rop *o = rop_get(ops, b->ids[i], 0);
+			if (o) {
+				o->op = OP_NONE;
+				backoff(o, clock_now_ms());
+			}
+		}
+		gwb_free(b);
+		return;
+	}
+	b->next = ops->batches;
+	ops->batches = b;
+	for (int i = 0; i < b->n; i++) {
+		struct rop *o = rop_get(ops, b->ids[i], 0);
+		if (o)
+			o->req = req;
+	}
 }
 
 /* ---- public ---- */
@@ -426,10 +520,36 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 	return ops;
 }
 
+void recon_ops_flush(struct recon_ops *ops)
+{
+	struct list_batch *b = NULL;
+	for (struct rop *o = ops->rops; o; o = o->next) {
+		if (o->op != OP_LIST_PODS || o->req != 0)
+			continue;
+		if (!b) {
+			b = gwb_calloc(1, sizeof *b);
+			b->ops = ops;
+		}
+		snprintf(b->ids[b->n++], sizeof b->ids[0], "%s", o->id);
+		o->req = -1; /* taken into this batch */
+		if (b->n == LIST_BATCH_MAX) {
+			batch_send(ops, b);
+			b = NULL;
+		}
+	}
+	if (b)
+		batch_send(ops, b);
+}
+
 void recon_ops_free(struct recon_ops *ops)
 {
 	if (!ops)
 		return;
+	while (ops->batches) {
+		struct list_batch *b = ops->batches;
+		ops->batches = b->next;
+		gwb_free(b);
+	}
 	while (ops->rops) {
 		struct rop *o = ops->rops;
 		ops->rops = o->next;
@@ -453,7 +573,14 @@ void recon_ops_start(struct recon_ops *ops, const struct task *t, enum recon_act
 	struct rop *o = rop_get(ops, t->id, 1);
 	switch (a) {
 	case RECON_GET:
+		/* A Job adopted a moment ago and not yet in the picture is the watch lagging
+		 * behind our own create: give the watch its time before asking by name (the
+		 * watch's event, or the periodic resync, brings the task back). */
+		if (o->adopted_ms && clock_now_ms() - o->adopted_ms < ADOPT_WATCH_MS)
+			return;
 		return start_get(o);
+	case RECON_CREATE:
+		return start_post(o, t);
 	case RECON_SUSPEND:
 		return start_patch_suspend(o);
 	case RECON_LIST_PODS:
@@ -467,7 +594,7 @@ void recon_ops_wait(struct recon_ops *ops, const char *id, recon_done_fn fn, voi
 {
 	struct rop *o = rop_get(ops, id, 1);
 	o->next_try_ms = 0; /* an intent is a reason to try now */
-	o->backoff_ms = 0;
+	backoff_reset(&o->bo);
 	if (o->nwaiters == MAX_WAITERS) {
 		fn(arg, 0); /* the task is recorded; more waiters add nothing */
 		return;

@@ -211,6 +211,7 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 	}
 	json_decref(notes);
 	json_decref(dirty);
+	recon_ops_flush(r->ops);
 }
 
 static void on_cron(void *arg, int64_t now)

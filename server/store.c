@@ -96,6 +96,8 @@ static const char *const migrations[] = {
 	"  failures INTEGER NOT NULL,"
 	"  last_error TEXT,"
 	"  updated_at INTEGER NOT NULL);",
+	/* 5: the Pod's deletionTimestamp, so a task can say its Pod is terminating. */
+	"ALTER TABLE tasks ADD COLUMN pod_deleted_at TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

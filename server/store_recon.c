@@ -100,8 +100,8 @@ int store_task_note(struct store *s, const char *id, const char *type, const jso
 }
 
 int store_task_release(struct store *s, const char *id, const char *reason,
-		       enum task_state final_state, const json_t *evidence, int64_t now_ms,
-		       int *released)
+		       enum task_state final_state, const char *task_reason, const json_t *evidence,
+		       int64_t now_ms, int *released)
 {
 	*released = 0;
 	enum task_state moved_from = TASK_NONE;
@@ -176,6 +176,17 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 					  task_state_name(final_state), NULL)))
 			goto out;
 		moved_from = state;
+	}
+	if (task_reason) {
+		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE id = ?");
+		if (!st) {
+			rc = GWB_EDB;
+			goto out;
+		}
+		store_bind_text(st, 1, task_reason);
+		store_bind_text(st, 2, id);
+		if ((rc = store_step_done(s, st)))
+			goto out;
 	}
 	json_t *detail = json_pack("{s:s, s:I, s:I, s:O}", "reason", reason, "gpu_memory_mib",
 				   (json_int_t)mem, "gpu_core_percent", (json_int_t)core,

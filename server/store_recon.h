@@ -28,13 +28,14 @@ int store_task_note(struct store *s, const char *id, const char *type, const jso
 		    int64_t now_ms);
 
 /* Releases the task's reservation exactly once, in one transaction that also lowers the team's
- * reserved totals, moves the task to final_state (TASK_NONE: leaves it) and records the
- * evidence (borrowed) that proved its Pods stopped. *released is 1 when this call released it,
+ * reserved totals, moves the task to final_state (TASK_NONE: leaves it), sets its reason to
+ * task_reason (NULL: leaves it) and records the evidence (borrowed) that proved its Pods
+ * stopped. *released is 1 when this call released it,
  * 0 when it was already released. A move the lifecycle does not allow refuses the whole
  * release (GWB_ESTATE, logged). 0, GWB_ENOTFOUND, GWB_ESTATE, GWB_EBUSY or GWB_EDB. */
 int store_task_release(struct store *s, const char *id, const char *reason,
-		       enum task_state final_state, const json_t *evidence, int64_t now_ms,
-		       int *released);
+		       enum task_state final_state, const char *task_reason, const json_t *evidence,
+		       int64_t now_ms, int *released);
 
 /* The team's reserved and quota totals. 0, GWB_ENOTFOUND or GWB_EDB. */
 int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64_t *res_core,

@@ -104,6 +104,7 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(TEXT, pod_uid, "t", "pod_uid", 64, OBS)                             \
 	X(TEXT, pod_node, "t", "pod_node", 64, OBS)                           \
 	X(TEXT, pod_phase, "t", "pod_phase", 16, OBS)                         \
+	X(TEXT, pod_deleted_at, "t", "pod_deleted_at", 40, OBS)               \
 	X(OPT, exit_code, "t", "exit_code", 0, OBS)                           \
 	X(TEXT, reason, "t", "reason", 96, OBS)                               \
 	X(TEXT, allocation, "t", "allocation", 2048, OBS)                     \
@@ -151,6 +152,13 @@ void task_set_int(struct task *t, int64_t *field, int64_t v);
 void task_set_bool(struct task *t, int *field, int v);
 void task_set_state(struct task *t, enum task_state s);
 #define TASK_SET_TEXT(t, f, v) task_set_text((t), (t)->f, sizeof (t)->f, (v))
+/* Reasons the reconciler gives that describe a passing state (decide_reason_now clears them
+ * when the state moves on): the API could not be reached before the Job was known, a create
+ * got no answer, the task's Pod is being deleted and still holds its card. */
+#define TASK_REASON_API_UNREACHABLE "api_unreachable"
+#define TASK_REASON_CREATE_UNKNOWN "create_outcome_unknown"
+#define TASK_REASON_POD_TERMINATING "waiting_for_pod_to_stop"
+
 /* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */
 int task_cancel_requested(const struct task *t);
 

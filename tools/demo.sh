@@ -128,6 +128,7 @@ Redis (intent stream gwb:intents) listens on unix://$REDIS_SOCK (log: $RT/redis.
 Team "alpha" has a quota of 10240 MiB and 400% core; its token is $TEAM_TOKEN.
 In another shell, '. $RT/env' sets GWB_URL, GWB_TOKEN, GWB_ADMIN_TOKEN, GWB_REDIS, KUBECONFIG
 and KUBESIM_CTL for the lab guide's commands.
+The workbench page: open $url/ in a browser and paste $TEAM_TOKEN (or the admin token $ADMIN).
 
 The lab's first experiment: submit 1024 MiB / 25% of one card for 60 s,
   curl -i -X POST $url/v1/tasks -H 'Authorization: Bearer $TEAM_TOKEN' \\

@@ -1,11 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages gpu-workbench builds and tests with. Idempotent: when every
 # package is present it changes nothing. Needs root (or sudo) only when something is missing.
+# The browser tests (tests/e2e/test_page.py) use Debian's chromium, chromium-driver and
+# python3-selenium; fonts-wqy-microhei lets their screenshots show the page's Chinese.
 set -eu
 
 PKGS="build-essential pkg-config valgrind libevent-dev libhiredis-dev libcurl4-openssl-dev
 libmsgpack-dev libsqlite3-dev libjansson-dev libyaml-dev libssl-dev redis-server redis-tools
-sqlite3 curl"
+sqlite3 curl
+chromium chromium-driver python3-selenium fonts-wqy-microhei"
 
 missing=""
 for p in $PKGS; do

@@ -386,9 +386,17 @@ TEST_T(recon_terminating_pod_keeps_the_reservation, 60)
 		h_sleep_ms(50);
 	}
 	expect_held(&st, id);
+	/* The task says what kubectl says: the Pod is terminating, and the quota waits for it. */
+	json_t *t = wait_field(&st, id, "reason", "waiting_for_pod_to_stop", 10000);
+	CHECK(json_is_true(jget(t, "pod.terminating")));
+	CHECK(js(t, "pod.deletion_timestamp") != NULL && js(t, "pod.deletion_timestamp")[0]);
+	CHECK_STR(js(t, "pod.phase"), "Running");
+	json_decref(t);
 	fault(&st, NULL); /* the kubelet finishes the deletion */
-	json_t *t = wait_field(&st, id, "reservation.released", "true", 15000);
+	t = wait_field(&st, id, "reservation.released", "true", 15000);
 	CHECK_STR(js(t, "state"), "cancelled");
+	CHECK_STR(js(t, "reason"), "cancelled");
+	CHECK(json_is_false(jget(t, "pod.terminating")));
 	json_decref(t);
 	CHECK_INT(reserved_mem(&st), 0);
 }
@@ -409,6 +417,8 @@ TEST_T(recon_api_unreachable_keeps_the_reservation, 60)
 	fault(&st, NULL);
 	json_t *t = wait_field(&st, id, "reservation.released", "true", 20000);
 	CHECK_STR(js(t, "state"), "cancelled");
+	/* The reason says what is true now, not what was true during the outage. */
+	CHECK_STR(js(t, "reason"), "cancelled");
 	json_decref(t);
 }
 
@@ -437,6 +447,8 @@ TEST_T(recon_job_gone_pod_running_keeps_the_reservation, 60)
 	t = wait_field(&st, id, "reservation.released", "true", 15000);
 	CHECK_STR(js(t, "reservation.release_reason"), "job_gone");
 	CHECK_STR(js(t, "state"), "succeeded");
+	CHECK_STR(js(t, "reason"), "job_deleted_pod_completed");
+	CHECK_INT(json_integer_value(jget(t, "pod.exit_code")), 0);
 	json_decref(t);
 }
 

@@ -776,6 +776,24 @@ static int hex_decode(const char *s, char *out, size_t len)
 	return 0;
 }
 
+/* The objects a list or deletecollection must look at, sorted by namespace and name: from the
+ * label index when the label selector has an equality term (every match carries that label),
+ * else the whole resource (or namespace). The selectors are still applied by the caller. */
+static size_t list_candidates(struct ks *ks, const struct route *rt, const struct selector *ls,
+			      json_t ***out)
+{
+	const char *ns = rt->has_ns ? rt->ns : NULL;
+	const char *key, *value;
+	if (!selector_eq_term(ls, &key, &value))
+		return store_list(ks->store, rt->r->id, ns, out);
+	size_t n = strlen(key) + strlen(value) + 2;
+	char *kv = gwb_malloc(n);
+	snprintf(kv, n, "%s=%s", key, value);
+	size_t k = store_list_index(ks->store, rt->r->id, STORE_IDX_LABEL, kv, ns, out);
+	gwb_free(kv);
+	return k;
+}
+
 static void do_list(struct hreq *h, struct route *rt)
 {
 	struct ks *ks = h->ks;
@@ -804,24 +822,45 @@ static void do_list(struct hreq *h, struct route *rt)
 		return;
 	}
 	json_t **objs = NULL;
-	size_t n = store_list(ks->store, rt->r->id, rt->has_ns ? rt->ns : NULL, &objs);
+	size_t n, k = 0, remaining = 0;
+	int paged = !ls && !fs && limit > 0;
+	if (paged) {
+		/* A page of an unfiltered list: only the page is read, from the key order. */
+		n = store_list_after(ks->store, rt->r->id, rt->has_ns ? rt->ns : NULL, after,
+				     (size_t)limit, &objs, &remaining);
+	} else {
+		n = list_candidates(ks, rt, ls, &objs);
+	}
 	json_t **sel = gwb_malloc((n ? n : 1) * sizeof *sel);
-	size_t k = 0, remaining = 0;
 	char last_key[600] = "";
-	for (size_t i = 0; i < n; i++) {
+	/* objs are sorted by namespace/name: the continue point is found by bisection. */
+	size_t lo = 0, hi = n;
+	while (!paged && after[0] && lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
 		char key[600];
-		snprintf(key, sizeof key, "%s/%s", obj_ns(objs[i]), obj_name(objs[i]));
-		if (after[0] && strcmp(key, after) <= 0)
-			continue;
-		if (!selector_match(ls, objs[i]) || !selector_match(fs, objs[i]))
+		snprintf(key, sizeof key, "%s/%s", obj_ns(objs[mid]), obj_name(objs[mid]));
+		if (strcmp(key, after) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int filtered = ls || fs;
+	for (size_t i = lo; i < n; i++) {
+		if (filtered && (!selector_match(ls, objs[i]) || !selector_match(fs, objs[i])))
 			continue;
 		if (limit > 0 && (long)k >= limit) {
+			if (!filtered) {
+				remaining += n - i; /* every later object matches */
+				break;
+			}
 			remaining++;
 			continue;
 		}
 		sel[k++] = objs[i];
-		snprintf(last_key, sizeof last_key, "%s", key);
 	}
+	if (k)
+		snprintf(last_key, sizeof last_key, "%s/%s", obj_ns(sel[k - 1]),
+			 obj_name(sel[k - 1]));
 	char rv[32];
 	snprintf(rv, sizeof rv, "%" PRIu64, store_rv(ks->store));
 	const char *tv = table_accept(http_req_header(h, "Accept"));
@@ -1194,7 +1233,7 @@ static void do_delete_collection(struct hreq *h, struct route *rt)
 		return;
 	}
 	json_t **objs = NULL;
-	size_t n = store_list(ks->store, rt->r->id, rt->has_ns ? rt->ns : NULL, &objs);
+	size_t n = list_candidates(ks, rt, ls, &objs);
 	json_t *items = json_array();
 	/* Names first: deleting changes the store under the borrowed pointers. */
 	char (*names)[2][256] = gwb_calloc(n ? n : 1, sizeof *names);

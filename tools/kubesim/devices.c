@@ -48,7 +48,7 @@ static void card_uuid(const char *node, int minor, char *out, size_t len)
 		 (uint64_t)(b >> 48), (uint64_t)(b & 0xffffffffffffULL));
 }
 
-json_t *devices_default_device(const struct ks *ks)
+json_t *devices_default_device(const struct ks *ks, const char *node)
 {
 	char mem[QUANTITY_BUF], core[QUANTITY_BUF], model[64];
 	quantity_format_binary(ks->cfg.card_memory, mem, sizeof mem);
@@ -58,7 +58,7 @@ json_t *devices_default_device(const struct ks *ks)
 	json_t *devs = json_array();
 	for (int i = 0; i < ks->cfg.cards; i++) {
 		char id[64], bus[32];
-		card_uuid(ks->cfg.node, i, id, sizeof id);
+		card_uuid(node, i, id, sizeof id);
 		snprintf(bus, sizeof bus, "0000:00:%02x.0", 7 + i);
 		json_array_append_new(
 			devs,
@@ -70,7 +70,7 @@ json_t *devices_default_device(const struct ks *ks)
 	}
 	return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s, s:s}}, s:{s:o}, s:{}}", "apiVersion",
 			 "scheduling.koordinator.sh/v1alpha1", "kind", "Device", "metadata", "name",
-			 ks->cfg.node, "labels", device_labels[0], "nvidia", device_labels[1],
+			 node, "labels", device_labels[0], "nvidia", device_labels[1],
 			 model, device_labels[2], "550.54.15", "spec", "devices", devs, "status");
 }
 
@@ -95,7 +95,7 @@ static void read_os_image(char *buf, size_t len)
 	fclose(f);
 }
 
-static json_t *node_doc(const struct ks *ks)
+static json_t *node_doc(const struct ks *ks, const char *name)
 {
 	char cpu[QUANTITY_BUF], mem[QUANTITY_BUF], bcpu[QUANTITY_BUF], pods[QUANTITY_BUF];
 	char osimg[128], now[32];
@@ -115,7 +115,7 @@ static json_t *node_doc(const struct ks *ks)
 				pods, "ephemeral-storage", "100Gi", "kubernetes.io/batch-cpu", bcpu,
 				"kubernetes.io/batch-memory", mem);
 	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "kubernetes.io/hostname",
-				   ks->cfg.node, "kubernetes.io/os", "linux", "kubernetes.io/arch",
+				   name, "kubernetes.io/os", "linux", "kubernetes.io/arch",
 				   "amd64", "beta.kubernetes.io/os", "linux",
 				   "beta.kubernetes.io/arch", "amd64",
 				   "node-role.kubernetes.io/control-plane", "");
@@ -132,9 +132,9 @@ static json_t *node_doc(const struct ks *ks)
 				 "architecture", "amd64", "operatingSystem", "linux", "machineID", "",
 				 "systemUUID", "", "bootID", "", "kubeProxyVersion", "");
 	json_t *addrs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "type", "InternalIP", "address",
-				  "127.0.0.1", "type", "Hostname", "address", ks->cfg.node);
+				  "127.0.0.1", "type", "Hostname", "address", name);
 	return json_pack("{s:s, s:s, s:{s:s, s:o}, s:{}, s:{s:O, s:o, s:o, s:o, s:o}}",
-			 "apiVersion", "v1", "kind", "Node", "metadata", "name", ks->cfg.node,
+			 "apiVersion", "v1", "kind", "Node", "metadata", "name", name,
 			 "labels", labels, "spec", "status", "capacity", res, "allocatable", res,
 			 "conditions", cond, "nodeInfo", info, "addresses", addrs);
 }
@@ -171,8 +171,12 @@ int devices_bootstrap(struct ks *ks)
 		if (create(ks, RES_NAMESPACES, NULL,
 			   json_pack("{s:{s:s}}", "metadata", "name", nss[i])) < 0)
 			return GWB_EINVAL;
-	if (create(ks, RES_NODES, NULL, node_doc(ks)) < 0)
-		return GWB_EINVAL;
+	for (int i = 0; i < ks->cfg.nodes; i++) {
+		char name[80];
+		ks_node_name(ks, i, name, sizeof name);
+		if (create(ks, RES_NODES, NULL, node_doc(ks, name)) < 0)
+			return GWB_EINVAL;
+	}
 	/* The priority classes the koordinator chart creates (koordinator.md §6.4). */
 	struct {
 		const char *name;
@@ -193,13 +197,15 @@ int devices_bootstrap(struct ks *ks)
 			     "spec", "metricCollectPolicy", "aggregateDurationSeconds", 300,
 			     "reportIntervalSeconds", 60)) < 0)
 		return GWB_EINVAL;
-	if (ks->cfg.create_device) {
-		json_t *dev = devices_default_device(ks);
-		json_t *node = store_get(ks->store, RES_NODES, NULL, ks->cfg.node);
+	for (int i = 0; i < ks->cfg.nodes && ks->cfg.create_device; i++) {
+		char name[80];
+		ks_node_name(ks, i, name, sizeof name);
+		json_t *dev = devices_default_device(ks, name);
+		json_t *node = store_get(ks->store, RES_NODES, NULL, name);
 		obj_set(dev, "metadata.ownerReferences",
 			json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "v1", "kind",
-				  "Node", "name", ks->cfg.node, "uid", obj_uid(node), "controller",
-				  1, "blockOwnerDeletion", 1));
+				  "Node", "name", name, "uid", obj_uid(node), "controller", 1,
+				  "blockOwnerDeletion", 1));
 		if (create(ks, RES_DEVICES, NULL, dev) < 0)
 			return GWB_EINVAL;
 	}

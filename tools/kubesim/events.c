@@ -13,31 +13,42 @@
 
 /* Events kept at most; a real cluster expires them after an hour, a cap is enough here. */
 #define EVENTS_MAX 1000
+/* Past the cap, this many of the oldest go in one sweep, so the sweep is rare. */
+#define EVENTS_SWEEP 100
 
+struct aged {
+	const char *ts;
+	char ns[256], name[256];
+};
+
+static int cmp_aged(const void *a, const void *b)
+{
+	return strcmp(((const struct aged *)a)->ts, ((const struct aged *)b)->ts);
+}
+
+/* Over the cap, removes the EVENTS_SWEEP events with the oldest lastTimestamp. */
 static void trim(struct ks *ks)
 {
 	if (store_count(ks->store, RES_EVENTS) <= EVENTS_MAX)
 		return;
 	json_t **all = NULL;
 	size_t n = store_list(ks->store, RES_EVENTS, NULL, &all);
-	/* Remove the one with the oldest lastTimestamp (ties: the first found). */
-	json_t *oldest = NULL;
-	const char *ots = NULL;
+	struct aged *a = gwb_calloc(n ? n : 1, sizeof *a);
 	for (size_t i = 0; i < n; i++) {
 		const char *ts = obj_str(all[i], "lastTimestamp");
-		if (!ts)
-			ts = "";
-		if (!oldest || strcmp(ts, ots) < 0) {
-			oldest = all[i];
-			ots = ts;
-		}
+		a[i].ts = ts ? ts : "";
+		snprintf(a[i].ns, sizeof a[i].ns, "%s", obj_ns(all[i]));
+		snprintf(a[i].name, sizeof a[i].name, "%s", obj_name(all[i]));
 	}
-	if (oldest) {
-		char ns[256], name[256];
-		snprintf(ns, sizeof ns, "%s", obj_ns(oldest));
-		snprintf(name, sizeof name, "%s", obj_name(oldest));
-		store_remove(ks->store, RES_EVENTS, ns, name, NULL, NULL);
-	}
+	/* Stable enough: equal timestamps keep the store's order only by chance, as before. */
+	qsort(a, n, sizeof *a, cmp_aged);
+	size_t drop = n - EVENTS_MAX + EVENTS_SWEEP;
+	if (drop > n)
+		drop = n;
+	/* Timestamps point into stored events: copy the keys out before removing any. */
+	for (size_t i = 0; i < drop; i++)
+		store_remove(ks->store, RES_EVENTS, a[i].ns, a[i].name, NULL, NULL);
+	gwb_free(a);
 	gwb_free(all);
 }
 
@@ -50,7 +61,9 @@ void events_record(struct ks *ks, const json_t *involved, const char *type, cons
 	char now[32];
 	obj_now(now, sizeof now);
 	json_t **all = NULL;
-	size_t n = store_list(ks->store, RES_EVENTS, ns, &all);
+	size_t n = obj_uid(involved) ? store_list_index(ks->store, RES_EVENTS, STORE_IDX_INVOLVED,
+							 obj_uid(involved), ns, &all)
+				     : 0;
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = all[i];
 		const char *uid = obj_str(e, "involvedObject.uid");

@@ -14,7 +14,11 @@
  *   DELETE /_kubesim/faults          clear every fault
  *   POST   /_kubesim/actions/orphan-job     {"namespace": ns, "name": job}
  *   POST   /_kubesim/actions/device-health  {"node": n, "minor": m, "healthy": b, "xid": x}
- *   GET    /_kubesim/state           resourceVersion, open watches, running containers */
+ *   GET    /_kubesim/state           resourceVersion, open watches, running containers, the
+ *                                    in-flight limits and the Job controller's pass figures
+ *   POST   /_kubesim/actions/resync      one Job controller pass over every Job (figures)
+ *   GET|PUT /_kubesim/limits         the in-flight limits: {"max_requests_inflight": N,
+ *                                    "max_mutating_requests_inflight": M} (0: no limit) */
 #include "tools/kubesim/faults.h"
 
 #include <inttypes.h>
@@ -310,6 +314,34 @@ static void device_health(struct hreq *h, struct ks *ks, const json_t *doc)
 	http_reply_json(h, 200, json_pack("{s:s}", "result", "updated"));
 }
 
+/* GET shows, PUT changes the API's in-flight limits (a field left out keeps its value). */
+static void limits_handle(struct hreq *h, struct ks *ks, const json_t *doc)
+{
+	if (h->cmd == EVHTTP_REQ_PUT) {
+		json_t *cur = http_limits_doc(ks->http);
+		long v[2];
+		const char *names[2] = { "max_requests_inflight", "max_mutating_requests_inflight" };
+		for (int i = 0; i < 2; i++) {
+			json_t *x = json_object_get(doc, names[i]);
+			if (x && (!json_is_integer(x) || json_integer_value(x) < 0 ||
+				  json_integer_value(x) > 1000000)) {
+				json_decref(cur);
+				reply_error(h, 400, "limits must be integers in [0, 1000000]");
+				return;
+			}
+			v[i] = (long)json_integer_value(x ? x : json_object_get(cur, names[i]));
+		}
+		json_decref(cur);
+		http_set_limits(ks->http, v[0], v[1]);
+		log_info("faults", "limits", "max_requests_inflight=%ld "
+			 "max_mutating_requests_inflight=%ld", v[0], v[1]);
+	} else if (h->cmd != EVHTTP_REQ_GET) {
+		reply_error(h, 405, "method not allowed");
+		return;
+	}
+	http_reply_json(h, 200, http_limits_doc(ks->http));
+}
+
 void faults_handle(struct hreq *h, void *arg)
 {
 	struct ks *ks = arg;
@@ -348,10 +380,21 @@ void faults_handle(struct hreq *h, void *arg)
 		char rv[32];
 		snprintf(rv, sizeof rv, "%" PRIu64, store_rv(ks->store));
 		http_reply_json(h, 200,
-				json_pack("{s:s, s:i, s:i, s:s, s:s}", "resourceVersion", rv,
-					  "watches", watch_count(ks->watch), "containers",
-					  kubelet_running(ks->kubelet), "node", ks->cfg.node,
-					  "state_dir", ks->cfg.state_dir));
+				json_pack("{s:s, s:i, s:i, s:s, s:i, s:s, s:s, s:o, s:o}",
+					  "resourceVersion", rv, "watches", watch_count(ks->watch),
+					  "containers", kubelet_running(ks->kubelet), "node",
+					  ks->cfg.node, "nodes", ks->cfg.nodes, "score_strategy",
+					  ks->cfg.score_strategy, "state_dir", ks->cfg.state_dir,
+					  "limits", http_limits_doc(ks->http), "jobctl",
+					  jobctl_stats(ks->jobctl)));
+	} else if (!strcmp(h->path, "/_kubesim/limits")) {
+		limits_handle(h, ks, doc);
+	} else if (!strcmp(h->path, "/_kubesim/actions/resync") && h->cmd == EVHTTP_REQ_POST) {
+		/* One Job controller pass over every Job, now; the answer has its figures. */
+		jobctl_resync(ks->jobctl);
+		jobctl_sync(ks->jobctl);
+		ks_kick(ks);
+		http_reply_json(h, 200, jobctl_stats(ks->jobctl));
 	} else {
 		reply_error(h, 404, "no such control endpoint");
 	}

@@ -40,6 +40,7 @@ struct parked {
 	struct event *ev;            /* read watch (hang/withheld), timer (delayed), zero timer */
 	int code;                    /* PARK_DELAYED: the answer */
 	struct evbuffer *body;
+	int inflight;                /* the request's in-flight class, released with the record */
 	struct parked *next;
 };
 
@@ -57,7 +58,18 @@ struct http {
 	long slow_ms;
 	struct parked *parked;
 	int nparked;
+	long max_inflight[3];       /* [1] non-mutating, [2] mutating; 0 = no limit */
+	long inflight[3];
+	unsigned long long rejected[3];
 };
+
+/* Releases a request's in-flight slot (once: the slot is zeroed). */
+static void inflight_end(struct http *hp, int *slot)
+{
+	if (*slot == 1 || *slot == 2)
+		hp->inflight[*slot]--;
+	*slot = 0;
+}
 
 static void parked_unlink(struct http *hp, struct parked *p)
 {
@@ -74,6 +86,7 @@ static void hreq_free(struct hreq *h)
 {
 	if (!h)
 		return;
+	inflight_end(h->http, &h->inflight);
 	evhttp_clear_headers(&h->query);
 	gwb_free(h->path);
 	gwb_free(h->body);
@@ -82,6 +95,7 @@ static void hreq_free(struct hreq *h)
 
 static void parked_free(struct parked *p)
 {
+	inflight_end(p->hp, &p->inflight);
 	if (p->ev)
 		event_free(p->ev);
 	if (p->body)
@@ -112,6 +126,8 @@ static void close_conn_later(struct http *hp, struct hreq *h)
 	p->hp = hp;
 	p->kind = PARK_CLOSE;
 	p->req = h->req;
+	p->inflight = h->inflight;
+	h->inflight = 0;
 	p->conn = evhttp_request_get_connection(h->req);
 	p->ev = evtimer_new(hp->ks->base, close_later_cb, p);
 	struct timeval tv = { 0, 0 };
@@ -158,6 +174,8 @@ static void park(struct http *hp, struct hreq *h, enum park_kind kind)
 		p->h = h;
 		h->parked = 1;
 	} else {
+		p->inflight = h->inflight; /* a withheld answer holds its slot until the client leaves */
+		h->inflight = 0;
 		hreq_free(h);
 	}
 	if (fd >= 0) {
@@ -228,6 +246,54 @@ static void dispatch(struct hreq *h)
 		hp->on_api(h, hp->arg);
 }
 
+/* Go's strconv.ParseBool true values (as the API reads query booleans). */
+static int query_true(const struct hreq *h, const char *name)
+{
+	const char *v = evhttp_find_header(&h->query, name);
+	static const char *const yes[] = { "1", "t", "T", "TRUE", "true", "True" };
+	for (size_t i = 0; v && i < sizeof yes / sizeof yes[0]; i++)
+		if (!strcmp(v, yes[i]))
+			return 1;
+	return 0;
+}
+
+/* Watches (?watch=true or a /watch/ path) and followed logs: kept open, never counted. */
+static int long_running(const struct hreq *h)
+{
+	if (h->cmd != EVHTTP_REQ_GET)
+		return 0;
+	if (query_true(h, "watch") || strstr(h->path, "/watch/"))
+		return 1;
+	size_t n = strlen(h->path);
+	return n > 4 && !strcmp(h->path + n - 4, "/log") && query_true(h, "follow");
+}
+
+/* Answers 429 at once, as the API server's max-in-flight filter does (no slow_ms delay). */
+static void reply_too_many(struct http *hp, struct hreq *h, int cls)
+{
+	hp->rejected[cls]++;
+	json_t *doc = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:{s:i}, s:i}", "kind", "Status",
+				"apiVersion", "v1", "metadata", "status", "Failure", "message",
+				"Too many requests, please try again later.", "reason",
+				"TooManyRequests", "details", "retryAfterSeconds", 1, "code", 429);
+	size_t n;
+	char *body = http_dump_line(doc, &n);
+	json_decref(doc);
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(h->req);
+	evhttp_add_header(oh, "Content-Type", "application/json");
+	evhttp_add_header(oh, "Cache-Control", "no-cache, private");
+	evhttp_add_header(oh, "Retry-After", "1");
+	struct evbuffer *buf = evbuffer_new();
+	if (h->cmd != EVHTTP_REQ_HEAD)
+		evbuffer_add(buf, body, n);
+	evhttp_send_reply(h->req, 429, "Too Many Requests", buf);
+	evbuffer_free(buf);
+	gwb_free(body);
+	log_debug("http", "too_many_requests", "method=%s path=%s inflight=%ld", h->method,
+		  log_q(h->path), hp->inflight[cls]);
+	hreq_free(h);
+}
+
 static void api_cb(struct evhttp_request *req, void *arg)
 {
 	struct http *hp = arg;
@@ -238,6 +304,15 @@ static void api_cb(struct evhttp_request *req, void *arg)
 		/* A connection opened before the listener closed: the peer sees it reset. */
 		close_conn_later(hp, h);
 		return;
+	}
+	if (!is_control && !long_running(h)) {
+		int cls = h->cmd == EVHTTP_REQ_GET || h->cmd == EVHTTP_REQ_HEAD ? 1 : 2;
+		if (hp->max_inflight[cls] > 0 && hp->inflight[cls] >= hp->max_inflight[cls]) {
+			reply_too_many(hp, h, cls);
+			return;
+		}
+		h->inflight = cls;
+		hp->inflight[cls]++;
 	}
 	if (!is_control && hp->hang) {
 		park(hp, h, PARK_HANG);
@@ -276,6 +351,7 @@ struct http *http_new(struct ks *ks, http_handler_fn api, http_handler_fn contro
 	}
 	evhttp_set_gencb(hp->api, api_cb, hp);
 	evhttp_set_gencb(hp->ctl, ctl_cb, hp);
+	http_set_limits(hp, ks->cfg.max_inflight, ks->cfg.max_mutating_inflight);
 	return hp;
 }
 
@@ -411,6 +487,22 @@ void http_set_hang(struct http *hp, int on)
 	}
 }
 
+void http_set_limits(struct http *hp, long max_readonly, long max_mutating)
+{
+	hp->max_inflight[1] = max_readonly > 0 ? max_readonly : 0;
+	hp->max_inflight[2] = max_mutating > 0 ? max_mutating : 0;
+}
+
+json_t *http_limits_doc(const struct http *hp)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "max_requests_inflight",
+			 (json_int_t)hp->max_inflight[1], "max_mutating_requests_inflight",
+			 (json_int_t)hp->max_inflight[2], "inflight", (json_int_t)hp->inflight[1],
+			 "mutating_inflight", (json_int_t)hp->inflight[2], "rejected",
+			 (json_int_t)hp->rejected[1], "mutating_rejected",
+			 (json_int_t)hp->rejected[2]);
+}
+
 void http_set_slow(struct http *hp, long ms)
 {
 	hp->slow_ms = ms > 0 ? ms : 0;
@@ -459,6 +551,8 @@ void http_reply(struct hreq *h, int code, const char *ctype, const char *body, s
 		p->req = h->req;
 		p->conn = evhttp_request_get_connection(h->req);
 		p->code = code;
+		p->inflight = h->inflight;
+		h->inflight = 0;
 		p->body = buf;
 		p->ev = evtimer_new(hp->ks->base, delayed_cb, p);
 		struct timeval tv = { hp->slow_ms / 1000, (hp->slow_ms % 1000) * 1000 };
@@ -483,18 +577,39 @@ void http_reply_json(struct hreq *h, int code, json_t *doc)
 	gwb_free(body);
 }
 
+struct dumpbuf {
+	char *s;
+	size_t len, cap;
+};
+
+static int dump_cb(const char *buf, size_t size, void *arg)
+{
+	struct dumpbuf *d = arg;
+	if (d->len + size + 2 > d->cap) {
+		size_t cap = d->cap ? d->cap : 4096;
+		while (d->len + size + 2 > cap)
+			cap *= 2;
+		d->s = gwb_realloc(d->s, cap);
+		d->cap = cap;
+	}
+	memcpy(d->s + d->len, buf, size);
+	d->len += size;
+	return 0;
+}
+
 char *http_dump_line(const json_t *doc, size_t *len)
 {
-	/* Sized by a first pass so the buffer is ours; the final newline is what Go's encoder
-	 * writes after every document (and what watch framing needs). */
-	size_t n = json_dumpb(doc, NULL, 0, JSON_COMPACT);
-	char *s = gwb_malloc(n + 2);
-	if (json_dumpb(doc, s, n, JSON_COMPACT) != n)
-		n = 0;
-	s[n] = '\n';
-	s[n + 1] = '\0';
-	*len = n + 1;
-	return s;
+	/* One pass into a growing buffer of ours (a sizing pass first doubled the cost of a
+	 * 10 MB list); the final newline is what Go's encoder writes after every document (and
+	 * what watch framing needs). */
+	struct dumpbuf d = { 0 };
+	dump_cb("", 0, &d);
+	if (json_dump_callback(doc, dump_cb, &d, JSON_COMPACT) != 0)
+		d.len = 0;
+	d.s[d.len] = '\n';
+	d.s[d.len + 1] = '\0';
+	*len = d.len + 1;
+	return d.s;
 }
 
 void http_reply_kerr(struct hreq *h, const struct kerr *e)

@@ -27,6 +27,7 @@ struct hreq {
 	size_t body_len;
 	int control;        /* arrived on the control socket */
 	int parked;         /* currently parked by the hang fault */
+	int inflight;       /* counted in flight: 0 no, 1 non-mutating, 2 mutating */
 };
 
 typedef void (*http_handler_fn)(struct hreq *h, void *arg);
@@ -55,6 +56,18 @@ void http_set_hang(struct http *hp, int on);
 void http_set_slow(struct http *hp, long ms);
 /* Number of requests currently parked or withheld (for tests and the control endpoint). */
 int http_parked_count(const struct http *hp);
+
+/* The API server's in-flight limits (--max-requests-inflight,
+ * --max-mutating-requests-inflight). A request of the API port is in flight from when it is
+ * read until its answer is handed to evhttp, or its connection is closed: while it is being
+ * handled, parked by the hang fault, delayed by slow_ms, or withheld by withhold_create (until
+ * the client leaves). Watches and followed logs are long-running and never count; nor does
+ * /_kubesim/ or the control socket. A request that finds its class at its limit is answered
+ * at once with 429 TooManyRequests, `Retry-After: 1` and details.retryAfterSeconds 1.
+ * 0 means no limit. Applies to requests read from now on. */
+void http_set_limits(struct http *hp, long max_readonly, long max_mutating);
+/* Current limits, requests in flight per class, and 429s answered so far (new reference). */
+json_t *http_limits_doc(const struct http *hp);
 
 /* Adds an output header. */
 void http_header_add(struct hreq *h, const char *name, const char *value);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
@@ -22,22 +23,107 @@
 /* Replacement back-off cap (kube-api.md §3.2). */
 #define BACKOFF_MAX_MS (6 * 60 * 1000)
 #define MAX_PODS_PER_JOB 256
+/* Timed work (back-off over, deadline reached, TTL expired) is seen within this. */
+#define TIMED_PASS_MS 1000
 
 struct failmark {
 	char uid[40];
+	char key[520]; /* "ns/name" of the Job, to tell when it is gone */
 	int64_t at_ms;
 	struct failmark *next;
+};
+
+struct pass_stats {
+	int64_t us;
+	size_t jobs;
 };
 
 struct jobctl {
 	struct ks *ks;
 	struct failmark *fails; /* last counted failure per Job uid, for the back-off */
+	json_t *dirty;          /* Job keys "ns/name" -> null: to sync in the next pass */
+	json_t *owners;         /* Job uid -> "ns/name": check that it exists, else collect pods */
+	json_t *timed;          /* Job keys with timed work, kept from the Jobs' changes */
+	int sub;
+	int64_t last_timed_ms;
+	struct pass_stats last, last_timed;
+	int64_t max_us;
+	uint64_t passes;
 };
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The controlling Job reference of obj: its uid and name, or 0. */
+static int controller_job(const json_t *obj, const char **uid, const char **name)
+{
+	size_t i;
+	json_t *ref;
+	json_array_foreach(obj_path(obj, "metadata.ownerReferences"), i, ref)
+	{
+		const char *kind = obj_str(ref, "kind");
+		if (!obj_true(ref, "controller") || !kind || strcmp(kind, "Job"))
+			continue;
+		*uid = obj_str(ref, "uid");
+		*name = obj_str(ref, "name");
+		return *uid && *name;
+	}
+	return 0;
+}
+
+static void mark(json_t *set, const char *ns, const char *name, json_t *val)
+{
+	char key[520];
+	snprintf(key, sizeof key, "%s/%s", ns, name);
+	json_object_set_new(set, key, val ? val : json_null());
+}
+
+/* A pod's change makes its controlling Job dirty, and its owner a candidate for collection. */
+static void mark_pod_owner(struct jobctl *jc, const json_t *pod)
+{
+	const char *uid, *name;
+	if (!pod || !controller_job(pod, &uid, &name))
+		return;
+	mark(jc->dirty, obj_ns(pod), name, NULL);
+	char key[520];
+	snprintf(key, sizeof key, "%s/%s", obj_ns(pod), name);
+	json_object_set_new(jc->owners, uid, json_string(key));
+}
+
+static int has_timed_work(struct jobctl *jc, const json_t *job);
+
+/* Store fan-out: only records what changed; the pass does the work. */
+static void on_change(const struct store_event *ev, void *arg)
+{
+	struct jobctl *jc = arg;
+	if (ev->res == RES_JOBS) {
+		mark(jc->dirty, obj_ns(ev->obj), obj_name(ev->obj), NULL);
+		char key[520];
+		snprintf(key, sizeof key, "%s/%s", obj_ns(ev->obj), obj_name(ev->obj));
+		if (ev->type != STORE_DELETED && has_timed_work(jc, ev->obj))
+			json_object_set_new(jc->timed, key, json_null());
+		else
+			json_object_del(jc->timed, key);
+		if (ev->type == STORE_DELETED && obj_uid(ev->obj))
+			json_object_set_new(jc->owners, obj_uid(ev->obj), json_string(key));
+	} else if (ev->res == RES_PODS) {
+		mark_pod_owner(jc, ev->obj);
+		mark_pod_owner(jc, ev->prev); /* an owner change concerns the old Job too */
+	}
+}
 
 struct jobctl *jobctl_new(struct ks *ks)
 {
 	struct jobctl *jc = gwb_calloc(1, sizeof *jc);
 	jc->ks = ks;
+	jc->dirty = json_object();
+	jc->owners = json_object();
+	jc->timed = json_object();
+	jc->sub = store_subscribe(ks->store, on_change, jc);
 	return jc;
 }
 
@@ -50,11 +136,16 @@ void jobctl_free(struct jobctl *jc)
 		jc->fails = f->next;
 		gwb_free(f);
 	}
+	store_unsubscribe(jc->ks->store, jc->sub);
+	json_decref(jc->dirty);
+	json_decref(jc->owners);
+	json_decref(jc->timed);
 	gwb_free(jc);
 }
 
-static struct failmark *failmark(struct jobctl *jc, const char *uid, int create)
+static struct failmark *failmark(struct jobctl *jc, const json_t *job, int create)
 {
+	const char *uid = obj_uid(job);
 	for (struct failmark *f = jc->fails; f; f = f->next)
 		if (!strcmp(f->uid, uid))
 			return f;
@@ -62,6 +153,7 @@ static struct failmark *failmark(struct jobctl *jc, const char *uid, int create)
 		return NULL;
 	struct failmark *f = gwb_calloc(1, sizeof *f);
 	snprintf(f->uid, sizeof f->uid, "%s", uid);
+	snprintf(f->key, sizeof f->key, "%s/%s", obj_ns(job), obj_name(job));
 	f->next = jc->fails;
 	jc->fails = f;
 	return f;
@@ -73,19 +165,20 @@ struct podkey {
 	char ns[256], name[256];
 };
 
-/* Pods of ns whose controller reference is the Job uid. */
-static size_t owned_pods(struct ks *ks, const char *ns, const char *uid, struct podkey *out,
-			 size_t max)
+/* Pods of ns whose controller reference is the Job uid (from the owner index), at most
+ * MAX_PODS_PER_JOB. *out is a gwb_malloc'd array sized to the answer (the caller frees it). */
+static size_t owned_pods(struct ks *ks, const char *ns, const char *uid, struct podkey **out)
 {
 	json_t **pods = NULL;
-	size_t n = store_list(ks->store, RES_PODS, ns, &pods);
+	size_t n = store_list_index(ks->store, RES_PODS, STORE_IDX_OWNER, uid, ns, &pods);
 	size_t k = 0;
-	for (size_t i = 0; i < n && k < max; i++) {
+	*out = gwb_malloc((n ? n : 1) * sizeof **out);
+	for (size_t i = 0; i < n && k < MAX_PODS_PER_JOB; i++) {
 		const char *owner = obj_controller_uid(pods[i], "Job");
 		if (!owner || strcmp(owner, uid))
 			continue;
-		snprintf(out[k].ns, sizeof out[k].ns, "%s", obj_ns(pods[i]));
-		snprintf(out[k].name, sizeof out[k].name, "%s", obj_name(pods[i]));
+		snprintf((*out)[k].ns, sizeof (*out)[k].ns, "%s", obj_ns(pods[i]));
+		snprintf((*out)[k].name, sizeof (*out)[k].name, "%s", obj_name(pods[i]));
 		k++;
 	}
 	gwb_free(pods);
@@ -288,7 +381,7 @@ static void js_account(struct jobsync *js)
 			const char *action = match_policy(js->job, pod, msg, sizeof msg);
 			if (!action || strcmp(action, "Ignore") != 0) {
 				js->failed++;
-				failmark(js->jc, obj_uid(js->job), 1)->at_ms = js->now;
+				failmark(js->jc, js->job, 1)->at_ms = js->now;
 				if (action && !strcmp(action, "FailJob") && !js->target_reason[0]) {
 					snprintf(js->target_reason, sizeof js->target_reason,
 						 "PodFailurePolicy");
@@ -387,7 +480,7 @@ static void js_suspend(struct jobsync *js)
 /* Back-off before a replacement after failures: base * 2^(failed-1), capped. */
 static int js_backoff_over(struct jobsync *js)
 {
-	struct failmark *fm = failmark(js->jc, obj_uid(js->job), 0);
+	struct failmark *fm = failmark(js->jc, js->job, 0);
 	if (js->failed <= 0 || !fm)
 		return 1;
 	int64_t delay = js->ks->cfg.job_backoff_ms;
@@ -436,12 +529,24 @@ static void js_run(struct jobsync *js)
 				js->active++;
 }
 
+/* A copy of the Job for a pass that writes status only: status and the metadata object are
+ * copies (the store stamps metadata.resourceVersion into what it is given); spec and the rest
+ * are shared with the stored Job, which nobody changes in place. A deep copy of every Job
+ * each pass was most of a pass's cost. */
+static json_t *copy_for_status(const json_t *job)
+{
+	json_t *nw = json_copy((json_t *)job);
+	json_object_set_new(nw, "metadata", json_copy(json_object_get(job, "metadata")));
+	json_t *st = json_object_get(job, "status");
+	json_object_set_new(nw, "status", st ? json_deep_copy(st) : json_object());
+	return nw;
+}
+
 static void sync_job(struct jobctl *jc, const json_t *job)
 {
 	struct jobsync js = { .jc = jc, .ks = jc->ks, .job = job, .now = clock_now_ms() };
-	js.keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *js.keys);
-	js.np = owned_pods(js.ks, obj_ns(job), obj_uid(job), js.keys, MAX_PODS_PER_JOB);
-	js.nw = json_deep_copy(job);
+	js.np = owned_pods(js.ks, obj_ns(job), obj_uid(job), &js.keys);
+	js.nw = copy_for_status(job);
 	js.succeeded = obj_int(job, "status.succeeded", 0);
 	js.failed = obj_int(job, "status.failed", 0);
 	js_account(&js);
@@ -465,7 +570,7 @@ static void sync_job(struct jobctl *jc, const json_t *job)
 	if (!json_object_get(st, "uncountedTerminatedPods"))
 		json_object_set_new(st, "uncountedTerminatedPods", json_object());
 	gwb_free(js.keys);
-	if (json_equal(js.nw, job))
+	if (json_equal(json_object_get(js.nw, "status"), json_object_get(job, "status")))
 		json_decref(js.nw);
 	else
 		api_commit(js.ks, RES_JOBS, js.nw);
@@ -524,8 +629,8 @@ static void remove_job_finalizer(struct ks *ks, const json_t *job, const char *n
 static void gc_deleting_job(struct jobctl *jc, const json_t *job)
 {
 	struct ks *ks = jc->ks;
-	struct podkey *keys = gwb_calloc(MAX_PODS_PER_JOB, sizeof *keys);
-	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), keys, MAX_PODS_PER_JOB);
+	struct podkey *keys = NULL;
+	size_t np = owned_pods(ks, obj_ns(job), obj_uid(job), &keys);
 	if (has_finalizer(job, "orphan")) {
 		for (size_t i = 0; i < np; i++) {
 			json_t *pod = get_pod(ks, &keys[i]);
@@ -549,49 +654,50 @@ static void gc_deleting_job(struct jobctl *jc, const json_t *job)
 }
 
 /* Pods whose controlling Job no longer exists: Background propagation deletes them; the
- * tracking finalizer is stripped from every such pod. */
-static void gc_pods(struct ks *ks)
+ * tracking finalizer is stripped from every such pod. Only owners named by a change since the
+ * last pass are checked (a deleted Job, a pod created or re-owned). */
+static void gc_pods(struct jobctl *jc)
 {
-	json_t **pods = NULL;
-	size_t n = store_list(ks->store, RES_PODS, NULL, &pods);
-	struct podkey *dead = gwb_calloc(n ? n : 1, sizeof *dead);
-	size_t nd = 0;
-	for (size_t i = 0; i < n; i++) {
-		const char *owner = obj_controller_uid(pods[i], "Job");
-		if (!owner)
+	struct ks *ks = jc->ks;
+	json_t *owners = jc->owners;
+	jc->owners = json_object();
+	const char *uid;
+	json_t *v;
+	json_object_foreach(owners, uid, v)
+	{
+		const char *key = json_string_value(v);
+		const char *slash = key ? strchr(key, '/') : NULL;
+		if (!slash)
 			continue;
-		int alive = 0;
-		json_t **jobs = NULL;
-		size_t nj = store_list(ks->store, RES_JOBS, obj_ns(pods[i]), &jobs);
-		for (size_t j = 0; j < nj; j++)
-			alive |= !strcmp(obj_uid(jobs[j]), owner);
-		gwb_free(jobs);
-		if (alive)
+		char ns[256], name[256];
+		snprintf(ns, sizeof ns, "%.*s", (int)(slash - key), key);
+		snprintf(name, sizeof name, "%s", slash + 1);
+		json_t *job = store_get(ks->store, RES_JOBS, ns, name);
+		if (job && obj_uid(job) && !strcmp(obj_uid(job), uid))
 			continue;
-		snprintf(dead[nd].ns, sizeof dead[nd].ns, "%s", obj_ns(pods[i]));
-		snprintf(dead[nd].name, sizeof dead[nd].name, "%s", obj_name(pods[i]));
-		nd++;
-	}
-	gwb_free(pods);
-	for (size_t i = 0; i < nd; i++) {
-		json_t *pod = get_pod(ks, &dead[i]);
-		if (!pod)
-			continue;
-		strip_finalizer(ks, pod);
-		pod = get_pod(ks, &dead[i]);
-		if (pod && !obj_deleting(pod)) {
-			struct api_delete_opts o = API_DELETE_OPTS_INIT;
-			struct kerr e = { 0 };
-			json_t *out = NULL;
-			int gone = 0;
-			api_delete(ks, res_get(RES_PODS), dead[i].ns, dead[i].name, &o, &out, &gone,
-				   &e);
-			json_decref(out);
-			kerr_clear(&e);
-			log_info("jobctl", "gc_pod", "pod=%s/%s", dead[i].ns, dead[i].name);
+		struct podkey *dead = NULL;
+		size_t nd = owned_pods(ks, ns, uid, &dead);
+		for (size_t i = 0; i < nd; i++) {
+			json_t *pod = get_pod(ks, &dead[i]);
+			if (!pod)
+				continue;
+			strip_finalizer(ks, pod);
+			pod = get_pod(ks, &dead[i]);
+			if (pod && !obj_deleting(pod)) {
+				struct api_delete_opts o = API_DELETE_OPTS_INIT;
+				struct kerr e = { 0 };
+				json_t *out = NULL;
+				int gone = 0;
+				api_delete(ks, res_get(RES_PODS), dead[i].ns, dead[i].name, &o, &out,
+					   &gone, &e);
+				json_decref(out);
+				kerr_clear(&e);
+				log_info("jobctl", "gc_pod", "pod=%s/%s", dead[i].ns, dead[i].name);
+			}
 		}
+		gwb_free(dead);
 	}
-	gwb_free(dead);
+	json_decref(owners);
 }
 
 /* Namespaces being deleted: remove their content, then the namespace. */
@@ -647,17 +753,81 @@ static void gc_namespaces(struct ks *ks)
 	gwb_free(names);
 }
 
+/* A Job with work that comes due without any change of its own or of its pods: a TTL after
+ * it finished, a deadline, a back-off after a failure, pods it still lacks (a create that
+ * failed is tried again), or its deletion. */
+static int has_timed_work(struct jobctl *jc, const json_t *job)
+{
+	if (obj_deleting(job))
+		return 1;
+	if (obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed"))
+		return json_is_integer(obj_path(job, "spec.ttlSecondsAfterFinished"));
+	if (obj_true(job, "spec.suspend"))
+		return 0;
+	if (json_is_integer(obj_path(job, "spec.activeDeadlineSeconds")) || failmark(jc, job, 0))
+		return 1;
+	int64_t completions = obj_int(job, "spec.completions", 1);
+	int64_t want = completions - obj_int(job, "status.succeeded", 0);
+	int64_t parallelism = obj_int(job, "spec.parallelism", 1);
+	if (want > parallelism)
+		want = parallelism;
+	return obj_int(job, "status.active", 0) < want;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Forgets back-off marks of Jobs that are gone. */
+static void forget_failmarks(struct jobctl *jc)
+{
+	for (struct failmark **pp = &jc->fails; *pp;) {
+		struct failmark *f = *pp;
+		const char *slash = strchr(f->key, '/');
+		char ns[256];
+		snprintf(ns, sizeof ns, "%.*s", slash ? (int)(slash - f->key) : 0, f->key);
+		json_t *job = store_get(jc->ks->store, RES_JOBS, ns, slash ? slash + 1 : f->key);
+		if (job && !strcmp(obj_uid(job), f->uid)) {
+			pp = &f->next;
+		} else {
+			*pp = f->next;
+			gwb_free(f);
+		}
+	}
+}
+
 void jobctl_sync(struct jobctl *jc)
 {
 	struct ks *ks = jc->ks;
-	json_t **jobs = NULL;
-	size_t n = store_list(ks->store, RES_JOBS, NULL, &jobs);
-	struct podkey *keys = gwb_calloc(n ? n : 1, sizeof *keys);
-	for (size_t i = 0; i < n; i++) {
-		snprintf(keys[i].ns, 256, "%s", obj_ns(jobs[i]));
-		snprintf(keys[i].name, 256, "%s", obj_name(jobs[i]));
+	int64_t t0 = mono_us();
+	int timed = clock_mono_ms() - jc->last_timed_ms >= TIMED_PASS_MS;
+	if (timed) {
+		const char *key;
+		json_t *v;
+		json_object_foreach(jc->timed, key, v)
+			json_object_set_new(jc->dirty, key, json_null());
+		jc->last_timed_ms = clock_mono_ms();
 	}
-	gwb_free(jobs);
+	/* Take the dirty set: this pass's own writes mark Jobs for the next pass. */
+	json_t *dirty = jc->dirty;
+	jc->dirty = json_object();
+	size_t n = json_object_size(dirty);
+	struct podkey *keys = gwb_calloc(n ? n : 1, sizeof *keys);
+	const char **names = gwb_calloc(n ? n : 1, sizeof *names);
+	size_t k = 0;
+	const char *key;
+	json_t *v;
+	json_object_foreach(dirty, key, v)
+		names[k++] = key;
+	qsort(names, k, sizeof *names, cmp_key);
+	for (size_t i = 0; i < k; i++) {
+		const char *slash = strchr(names[i], '/');
+		snprintf(keys[i].ns, 256, "%.*s", slash ? (int)(slash - names[i]) : 0, names[i]);
+		snprintf(keys[i].name, 256, "%s", slash ? slash + 1 : names[i]);
+	}
+	gwb_free(names);
+	json_decref(dirty);
 	for (size_t i = 0; i < n; i++) {
 		json_t *job = store_get(ks->store, RES_JOBS, keys[i].ns, keys[i].name);
 		if (!job)
@@ -672,22 +842,33 @@ void jobctl_sync(struct jobctl *jc)
 			ttl_check(ks, job);
 	}
 	gwb_free(keys);
-	gc_pods(ks);
+	gc_pods(jc);
 	gc_namespaces(ks);
-	/* Forget back-off marks of Jobs that are gone. */
-	for (struct failmark **pp = &jc->fails; *pp;) {
-		struct failmark *f = *pp;
-		int alive = 0;
-		json_t **all = NULL;
-		size_t m = store_list(ks->store, RES_JOBS, NULL, &all);
-		for (size_t i = 0; i < m; i++)
-			alive |= !strcmp(obj_uid(all[i]), f->uid);
-		gwb_free(all);
-		if (alive) {
-			pp = &f->next;
-		} else {
-			*pp = f->next;
-			gwb_free(f);
-		}
-	}
+	if (timed)
+		forget_failmarks(jc);
+	int64_t us = mono_us() - t0;
+	jc->last = (struct pass_stats){ us, n };
+	if (timed)
+		jc->last_timed = jc->last;
+	if (us > jc->max_us)
+		jc->max_us = us;
+	jc->passes++;
+}
+
+void jobctl_resync(struct jobctl *jc)
+{
+	json_t **jobs = NULL;
+	size_t n = store_list(jc->ks->store, RES_JOBS, NULL, &jobs);
+	for (size_t i = 0; i < n; i++)
+		mark(jc->dirty, obj_ns(jobs[i]), obj_name(jobs[i]), NULL);
+	gwb_free(jobs);
+}
+
+json_t *jobctl_stats(const struct jobctl *jc)
+{
+	return json_pack("{s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:I}", "passes",
+			 (json_int_t)jc->passes, "last", "us", (json_int_t)jc->last.us, "jobs",
+			 (json_int_t)jc->last.jobs, "last_timed", "us",
+			 (json_int_t)jc->last_timed.us, "jobs", (json_int_t)jc->last_timed.jobs,
+			 "max_us", (json_int_t)jc->max_us);
 }

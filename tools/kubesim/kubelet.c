@@ -5,7 +5,10 @@
  *   container:  RUNNING --exit--> EXITED
  *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
  *
- * A container of a pod that vanished from the store is stopped the same way with a 2 s grace. */
+ * A container of a pod that vanished from the store is stopped the same way with a 2 s grace.
+ * A pass visits the pods that changed (the store's fan-out), those with a container
+ * terminating or just exited, and once a second every pod that has containers (restart
+ * back-offs); pods bound to any Node of the store are run here. */
 #include "tools/kubesim/kubelet.h"
 
 #include <errno.h>
@@ -14,6 +17,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,8 @@
 #define ORPHAN_GRACE_MS 2000
 /* Crash-loop back-off cap for restartPolicy OnFailure/Always. */
 #define RESTART_BACKOFF_MAX_MS 300000
+/* Every pod with containers is visited at least this often (restart back-off). */
+#define FULL_PASS_MS 1000
 #define HAMI_LIBRARY "/usr/local/vgpu/libvgpu.so"
 #define MAX_ENV 256
 #define MAX_ARGS 64
@@ -57,6 +63,7 @@ struct proc {
 	int restarts;
 	int reported;        /* terminal state written to the pod */
 	struct proc *next;
+	struct proc *uid_next; /* the other containers of the same pod */
 };
 
 struct kubelet {
@@ -64,7 +71,33 @@ struct kubelet {
 	struct event *sigchld;
 	struct proc *procs;
 	unsigned ip_seq;
+	json_t *dirty;        /* keys "ns/name" of bound pods to visit in the next pass */
+	json_t *uids;         /* pod uid -> its first proc (the address as an integer): pods keep
+			       * their exited containers' records, so lists grow with every pod */
+	int gone;             /* a pod was deleted since the last orphan check */
+	int sub;
+	int64_t last_full_ms;
 };
+
+static void mark_key(struct kubelet *k, const char *ns, const char *name)
+{
+	char key[520];
+	snprintf(key, sizeof key, "%s/%s", ns, name);
+	json_object_set_new(k->dirty, key, json_null());
+}
+
+/* Store fan-out: remembers which bound pods changed and whether one went. */
+static void on_change(const struct store_event *ev, void *arg)
+{
+	struct kubelet *k = arg;
+	if (ev->res != RES_PODS)
+		return;
+	if (ev->type == STORE_DELETED)
+		k->gone = 1;
+	const char *node = obj_str(ev->obj, "spec.nodeName");
+	if (node && node[0])
+		mark_key(k, obj_ns(ev->obj), obj_name(ev->obj));
+}
 
 static const char *cstate_name(enum cstate s)
 {
@@ -76,9 +109,16 @@ static const char *cstate_name(enum cstate s)
 	return "?";
 }
 
+/* The first proc of a pod (chained by uid_next), or NULL. */
+static struct proc *procs_of(const struct kubelet *k, const char *uid)
+{
+	json_t *v = uid ? json_object_get(k->uids, uid) : NULL;
+	return v ? (struct proc *)(intptr_t)json_integer_value(v) : NULL;
+}
+
 static struct proc *find_proc(struct kubelet *k, const char *uid, const char *container)
 {
-	for (struct proc *p = k->procs; p; p = p->next)
+	for (struct proc *p = procs_of(k, uid); p; p = p->uid_next)
 		if (!strcmp(p->uid, uid) && !strcmp(p->container, container))
 			return p;
 	return NULL;
@@ -97,6 +137,7 @@ static void reap(struct kubelet *k)
 			p->state = C_EXITED;
 			p->status = st;
 			p->finished_ms = clock_now_ms();
+			mark_key(k, p->ns, p->pod);
 			/* When a container's main process ends, the runtime kills what it left. */
 			kill(-pid, SIGKILL);
 			log_info("kubelet", "container_exited", "pod=%s/%s container=%s pid=%d status=%d",
@@ -121,6 +162,9 @@ struct kubelet *kubelet_new(struct ks *ks)
 	k->ks = ks;
 	k->sigchld = evsignal_new(ks->base, SIGCHLD, sigchld_cb, k);
 	evsignal_add(k->sigchld, NULL);
+	k->dirty = json_object();
+	k->uids = json_object();
+	k->sub = store_subscribe(ks->store, on_change, k);
 	return k;
 }
 
@@ -140,6 +184,9 @@ void kubelet_free(struct kubelet *k)
 		gwb_free(p);
 	}
 	event_free(k->sigchld);
+	store_unsubscribe(k->ks->store, k->sub);
+	json_decref(k->dirty);
+	json_decref(k->uids);
 	gwb_free(k);
 }
 
@@ -768,6 +815,8 @@ static struct proc *new_proc(struct kubelet *k, const json_t *pod, const char *c
 	snprintf(p->ns, sizeof p->ns, "%s", obj_ns(pod));
 	snprintf(p->pod, sizeof p->pod, "%s", obj_name(pod));
 	snprintf(p->container, sizeof p->container, "%s", container);
+	p->uid_next = procs_of(k, p->uid);
+	json_object_set_new(k->uids, p->uid, json_integer((json_int_t)(intptr_t)p));
 	p->next = k->procs;
 	k->procs = p;
 	return p;
@@ -854,12 +903,13 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 static void sync_pod(struct kubelet *k, const json_t *pod)
 {
 	int terminal = obj_pod_terminal(pod);
+	if (terminal && !obj_deleting(pod))
+		return;
 	int any_proc = 0, all_exited = 1;
-	for (struct proc *p = k->procs; p; p = p->next)
-		if (!strcmp(p->uid, obj_uid(pod))) {
-			any_proc = 1;
-			all_exited &= p->state == C_EXITED;
-		}
+	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
+		any_proc = 1;
+		all_exited &= p->state == C_EXITED;
+	}
 	if (obj_deleting(pod)) {
 		if (faults_pod_stuck(k->ks->faults, pod))
 			return;
@@ -873,9 +923,8 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 			int64_t deadline =
 				clock_now_ms() +
 				obj_int(pod, "metadata.deletionGracePeriodSeconds", 0) * 1000;
-			for (struct proc *p = k->procs; p; p = p->next)
-				if (!strcmp(p->uid, obj_uid(pod)))
-					stop_proc(k, p, deadline, pod);
+			for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next)
+				stop_proc(k, p, deadline, pod);
 			return;
 		}
 		write_status(k, pod);
@@ -892,26 +941,45 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 void kubelet_sync(struct kubelet *k)
 {
 	reap(k);
-	json_t **pods = NULL;
-	size_t n = store_list(k->ks->store, RES_PODS, NULL, &pods);
-	/* Keys first: syncing writes pods and invalidates the borrowed pointers. */
+	int full = clock_mono_ms() - k->last_full_ms >= FULL_PASS_MS;
+	if (full)
+		k->last_full_ms = clock_mono_ms();
+	/* Pods with containers that need a look without a change of theirs: those between
+	 * SIGTERM and SIGKILL every pass, every pod with containers once a second (restart
+	 * back-offs, a cleared stuck_terminating fault). An exit is marked by reap. */
+	int live = 0;
+	for (struct proc *p = k->procs; p; p = p->next)
+		if (full || p->state == C_TERMINATING) {
+			mark_key(k, p->ns, p->pod);
+			live += p->state == C_TERMINATING;
+		}
+	/* Keys first: syncing writes pods (and marks them for the next pass). */
+	json_t *dirty = k->dirty;
+	k->dirty = json_object();
+	size_t n = json_object_size(dirty), m = 0;
 	char (*keys)[2][256] = gwb_calloc(n ? n : 1, sizeof *keys);
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++) {
-		const char *node = obj_str(pods[i], "spec.nodeName");
-		if (!node || strcmp(node, k->ks->cfg.node))
+	const char *key;
+	json_t *v;
+	json_object_foreach(dirty, key, v)
+	{
+		const char *slash = strchr(key, '/');
+		if (!slash)
 			continue;
-		snprintf(keys[m][0], 256, "%s", obj_ns(pods[i]));
-		snprintf(keys[m][1], 256, "%s", obj_name(pods[i]));
+		snprintf(keys[m][0], 256, "%.*s", (int)(slash - key), key);
+		snprintf(keys[m][1], 256, "%s", slash + 1);
 		m++;
 	}
-	gwb_free(pods);
+	json_decref(dirty);
 	for (size_t i = 0; i < m; i++) {
 		json_t *pod = store_get(k->ks->store, RES_PODS, keys[i][0], keys[i][1]);
-		if (pod)
+		const char *node = pod ? obj_str(pod, "spec.nodeName") : NULL;
+		if (node && node[0] && store_get(k->ks->store, RES_NODES, NULL, node))
 			sync_pod(k, pod);
 	}
 	gwb_free(keys);
+	if (!full && !k->gone && !live)
+		return;
+	k->gone = 0;
 	/* Containers whose pod is gone (force-deleted, or re-created with a new uid). */
 	for (struct proc **pp = &k->procs; *pp;) {
 		struct proc *p = *pp;
@@ -930,10 +998,22 @@ void kubelet_sync(struct kubelet *k)
 			continue;
 		}
 		*pp = p->next;
-		int last = 1;
-		for (struct proc *q = k->procs; q; q = q->next)
-			last &= strcmp(q->uid, p->uid) != 0;
-		if (last)
+		/* Out of its pod's chain; the pod folder goes with the last one. */
+		struct proc *first = procs_of(k, p->uid);
+		if (first == p) {
+			if (p->uid_next)
+				json_object_set_new(k->uids, p->uid,
+						    json_integer((json_int_t)(intptr_t)p->uid_next));
+			else
+				json_object_del(k->uids, p->uid);
+		} else {
+			for (struct proc *q = first; q; q = q->uid_next)
+				if (q->uid_next == p) {
+					q->uid_next = p->uid_next;
+					break;
+				}
+		}
+		if (!procs_of(k, p->uid))
 			remove_pod_dir(k, p->uid);
 		gwb_free(p);
 	}

@@ -1,4 +1,4 @@
-/* The kubelet of the one simulated node: runs each bound pod's containers as local processes
+/* The kubelet of every simulated node: runs each bound pod's containers as local processes
  * (the configured worker command with the pod's env, the koordlet GPU env of koordinator.md
  * §5.1 and a downward-API annotations file), reports phases and container states with exit
  * codes, keeps logs for /log, performs graceful deletion (SIGTERM, SIGKILL after the grace
@@ -13,12 +13,12 @@
 
 struct kubelet;
 
-/* A kubelet for ks->cfg.node; installs the SIGCHLD event. Never NULL. */
+/* A kubelet for every Node in the store; installs the SIGCHLD event. Never NULL. */
 struct kubelet *kubelet_new(struct ks *ks);
 /* Kills every running container (SIGKILL to its process group), reaps it and frees the
  * kubelet. Accepts NULL. */
 void kubelet_free(struct kubelet *k);
-/* One reconcile pass over the pods bound to the node. */
+/* One reconcile pass over the bound pods that changed or have containers to watch. */
 void kubelet_sync(struct kubelet *k);
 /* Writes the log file path of a pod's container into buf. Returns 0, or -1 when the
  * container never started. */

@@ -12,8 +12,9 @@ struct event;
 
 struct ks_config {
 	char listen[300];        /* host:port; port 0 picks one */
-	char node[64];           /* the one node's name */
-	int cards;               /* GPU cards on the node */
+	char node[64];           /* the first node's name; the others are <node>-2, <node>-3 ... */
+	int nodes;               /* number of nodes, each with the same Device and cards */
+	int cards;               /* GPU cards per node */
 	int64_t card_memory;     /* bytes per card */
 	int card_core;           /* percent of compute per card (gpu-core total) */
 	char worker[PATH_MAX];   /* command the kubelet runs for every container */
@@ -36,6 +37,10 @@ struct ks_config {
 	long max_watchers;
 	long kube_minor;         /* /version minor: the gcloud kubectl dispatcher picks by it */
 	int log_level;
+	char score_strategy[32]; /* DeviceShare scoring: LeastAllocated | MostAllocated */
+	int score_most;          /* score_strategy is MostAllocated */
+	long max_inflight;       /* non-mutating API requests in flight at most (0: no limit) */
+	long max_mutating_inflight; /* mutating ones (POST, PUT, PATCH, DELETE) */
 };
 
 struct ks {
@@ -56,6 +61,9 @@ struct ks {
 	int64_t last_pass_ms;   /* monotonic time of the last reconcile pass */
 	int stopping;
 };
+
+/* The name of node i (0-based): the configured node, then "<node>-2", "<node>-3" ... */
+void ks_node_name(const struct ks *ks, int i, char *buf, size_t len);
 
 /* Asks for one reconcile pass of every controller at the next loop turn (idempotent). */
 void ks_kick(struct ks *ks);

@@ -58,8 +58,10 @@ struct opt {
 static const struct opt opts[] = {
 	{ "listen", OPT_STR, OFF(listen), SZ(listen), 0, 0, "127.0.0.1:8001",
 	  "host:port of the API (port 0 picks one)" },
-	{ "node", OPT_STR, OFF(node), SZ(node), 0, 0, "colima-gwb", "name of the node" },
-	{ "cards", OPT_INT, OFF(cards), 0, 0, 16, "2", "GPU cards on the node" },
+	{ "node", OPT_STR, OFF(node), SZ(node), 0, 0, "colima-gwb", "name of the first node" },
+	{ "nodes", OPT_INT, OFF(nodes), 0, 1, 64, "1",
+	  "number of nodes: <node>, <node>-2 ... each with its Device and the same cards" },
+	{ "cards", OPT_INT, OFF(cards), 0, 0, 16, "2", "GPU cards per node" },
 	{ "card-memory", OPT_QTY, OFF(card_memory), 0, 1, 0, "8Gi", "memory per card" },
 	{ "card-core", OPT_INT, OFF(card_core), 0, 1, 100, "100", "gpu-core per card (percent)" },
 	{ "worker", OPT_STR, OFF(worker), SZ(worker), 0, 0, "bin/gwb-worker",
@@ -96,6 +98,12 @@ static const struct opt opts[] = {
 	{ "kube-minor", OPT_LONG, OFF(kube_minor), 0, 20, 99, "32",
 	  "Kubernetes minor version reported by /version" },
 	{ "log-level", OPT_LEVEL, OFF(log_level), 0, 0, 0, "info", "debug|info|warn|error|off" },
+	{ "score-strategy", OPT_STR, OFF(score_strategy), SZ(score_strategy), 0, 0,
+	  "LeastAllocated", "DeviceShare scoring: LeastAllocated (spread) | MostAllocated (binpack)" },
+	{ "max-requests-inflight", OPT_LONG, OFF(max_inflight), 0, 0, 1000000, "400",
+	  "non-mutating API requests in flight before 429 (0: no limit; watches do not count)" },
+	{ "max-mutating-requests-inflight", OPT_LONG, OFF(max_mutating_inflight), 0, 0, 1000000,
+	  "200", "mutating API requests in flight before 429 (0: no limit)" },
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -220,6 +228,18 @@ static int parse_args(int argc, char **argv, struct ks_config *c)
 			return -1;
 		}
 	}
+	if (!strcmp(c->score_strategy, "MostAllocated")) {
+		c->score_most = 1;
+	} else if (strcmp(c->score_strategy, "LeastAllocated") != 0) {
+		fprintf(stderr, "kubesim: --score-strategy: \"%s\" is not LeastAllocated or "
+				"MostAllocated\n", c->score_strategy);
+		return -1;
+	}
+	/* "<node>-N" must stay a DNS label-sized name. */
+	if (c->nodes > 1 && strlen(c->node) + 3 >= sizeof c->node) {
+		fprintf(stderr, "kubesim: --node is too long for --nodes %d\n", c->nodes);
+		return -1;
+	}
 	return 0;
 }
 
@@ -261,6 +281,14 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	(void)ftw;
 	remove(path);
 	return 0;
+}
+
+void ks_node_name(const struct ks *ks, int i, char *buf, size_t len)
+{
+	if (i == 0)
+		snprintf(buf, len, "%s", ks->cfg.node);
+	else
+		snprintf(buf, len, "%s-%d", ks->cfg.node, i + 1);
 }
 
 void ks_kick(struct ks *ks)
@@ -346,6 +374,7 @@ int main(int argc, char **argv)
 	ks.logs = logs_new(&ks);
 	ks.http = http_new(&ks, api_handle, faults_handle, &ks);
 	ks.jobctl = jobctl_new(&ks);
+	ks.sched = sched_new(&ks);
 	ks.kubelet = kubelet_new(&ks);
 	ks.kick_ev = event_new(ks.base, -1, 0, kick_cb, &ks);
 	ks.tick_ev = event_new(ks.base, -1, EV_PERSIST, tick_cb, &ks);
@@ -374,8 +403,10 @@ int main(int argc, char **argv)
 	ks.nodemetric = nodemetric_new(&ks);
 	struct timeval tv = { 0, TICK_MS * 1000 };
 	evtimer_add(ks.tick_ev, &tv);
-	log_info("kubesim", "started", "url=%s node=%s cards=%d worker=%s state=%s", url,
-		 ks.cfg.node, ks.cfg.cards, log_q(ks.cfg.worker), log_q(ks.cfg.state_dir));
+	log_info("kubesim", "started",
+		 "url=%s node=%s nodes=%d cards=%d score=%s worker=%s state=%s", url, ks.cfg.node,
+		 ks.cfg.nodes, ks.cfg.cards, ks.cfg.score_strategy, log_q(ks.cfg.worker),
+		 log_q(ks.cfg.state_dir));
 	printf("kubesim listening on %s\n", url);
 	fflush(stdout);
 	ks_kick(&ks);
@@ -388,6 +419,7 @@ out:
 	nodemetric_free(ks.nodemetric);
 	http_free(ks.http);
 	jobctl_free(ks.jobctl);
+	sched_free(ks.sched);
 	faults_free(ks.faults);
 	event_free(ks.kick_ev);
 	event_free(ks.tick_ev);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "lib/clock.h"
+#include "lib/kobj.h"
 
 json_t *obj_path(const json_t *o, const char *path)
 {
@@ -83,35 +84,35 @@ void obj_set_str(json_t *o, const char *path, const char *v)
 
 const char *obj_name(const json_t *o)
 {
-	const char *s = obj_str(o, "metadata.name");
+	const char *s = kobj_name(o);
 	return s ? s : "";
 }
 
 const char *obj_ns(const json_t *o)
 {
-	const char *s = obj_str(o, "metadata.namespace");
+	const char *s = kobj_namespace(o);
 	return s ? s : "";
 }
 
 const char *obj_uid(const json_t *o)
 {
-	const char *s = obj_str(o, "metadata.uid");
+	const char *s = kobj_uid(o);
 	return s ? s : "";
 }
 
 const char *obj_label(const json_t *o, const char *key)
 {
-	return json_string_value(json_object_get(obj_path(o, "metadata.labels"), key));
+	return kobj_label(o, key);
 }
 
 const char *obj_annotation(const json_t *o, const char *key)
 {
-	return json_string_value(json_object_get(obj_path(o, "metadata.annotations"), key));
+	return kobj_annotation(o, key);
 }
 
 int obj_deleting(const json_t *o)
 {
-	return obj_str(o, "metadata.deletionTimestamp") != NULL;
+	return kobj_deleting(o);
 }
 
 int obj_has_finalizers(const json_t *o)
@@ -151,8 +152,7 @@ const char *obj_controller_uid(const json_t *o, const char *kind)
 
 int obj_pod_terminal(const json_t *pod)
 {
-	const char *ph = obj_str(pod, "status.phase");
-	return ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"));
+	return kobj_pod_terminal(pod);
 }
 
 json_t *obj_condition(const json_t *o, const char *type)
@@ -170,8 +170,7 @@ json_t *obj_condition(const json_t *o, const char *type)
 
 int obj_condition_true(const json_t *o, const char *type)
 {
-	const char *s = obj_str(obj_condition(o, type), "status");
-	return s && !strcmp(s, "True");
+	return kobj_condition_true(o, type);
 }
 
 static int set_if_diff(json_t *c, const char *key, const char *v)

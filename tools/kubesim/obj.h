@@ -1,5 +1,7 @@
 /* Helpers over Kubernetes objects held as jansson documents: dotted-path access, metadata,
- * labels, conditions, uids, generated names and timestamps. Owns nothing: every function works
+ * labels, conditions, uids, generated names and timestamps. The read accessors of metadata,
+ * labels, phases and conditions are lib/kobj's, which the server uses too; what only an API
+ * server does (writes, finalizers, names, times) is here. Owns nothing: every function works
  * on the caller's documents and says which references it returns. */
 #ifndef KUBESIM_OBJ_H
 #define KUBESIM_OBJ_H

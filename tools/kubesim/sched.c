@@ -28,7 +28,7 @@
 #define ISOLATION_LABEL "koordinator.sh/gpu-isolation-provider"
 #define MAX_CARDS 64
 #define MAX_RES 32
-#define MAX_NODES 16
+#define MAX_NODES 64
 
 /* ---- resource lists ---- */
 
@@ -123,6 +123,7 @@ struct gpu_req {
 	int shared;      /* memory-based or ratio < 100 per card */
 	int has_core, has_mem, has_ratio;
 	int64_t core, mem, ratio; /* per card */
+	int most;        /* this cycle scores MostAllocated (else LeastAllocated) */
 };
 
 static void names_list(const struct rlist *gpu, char *buf, size_t len)
@@ -263,31 +264,40 @@ static int used_any(const struct card *c)
 	return c->u_core > 0 || c->u_mem > 0 || c->u_ratio > 0;
 }
 
-/* LeastAllocated over the weighted resources (gpu-memory-ratio, gpu-memory: weight 1 each). */
-static int64_t score_least(int64_t t_ratio, int64_t t_mem, int64_t used_ratio, int64_t used_mem,
-			   const struct gpu_req *g)
+/* One weighted resource: requested = used + request; LeastAllocated scores the share left,
+ * MostAllocated the share taken; 0 when requested passes the total. */
+static int64_t score_res(int64_t total, int64_t requested, int most)
+{
+	if (requested > total)
+		return 0;
+	return most ? requested * 100 / total : (total - requested) * 100 / total;
+}
+
+/* DeviceShare's scorer over the weighted resources (gpu-memory-ratio, gpu-memory: weight 1
+ * each; gpu-core is not weighted), integer average, with the cycle's strategy. */
+static int64_t score_card(int64_t t_ratio, int64_t t_mem, int64_t used_ratio, int64_t used_mem,
+			  const struct gpu_req *g)
 {
 	int64_t sum = 0, w = 0;
 	if (t_ratio > 0) {
-		int64_t req = used_ratio + (g->has_ratio ? g->ratio : 0);
-		sum += req > t_ratio ? 0 : (t_ratio - req) * 100 / t_ratio;
+		sum += score_res(t_ratio, used_ratio + (g->has_ratio ? g->ratio : 0), g->most);
 		w++;
 	}
 	if (t_mem > 0) {
-		int64_t req = used_mem + (g->has_mem ? g->mem : 0);
-		sum += req > t_mem ? 0 : (t_mem - req) * 100 / t_mem;
+		sum += score_res(t_mem, used_mem + (g->has_mem ? g->mem : 0), g->most);
 		w++;
 	}
 	return w ? sum / w : 0;
 }
 
 /* The topology path's scorer is called with free and total swapped (koordinator.md §4.3):
- * an unused card scores like LeastAllocated, a partially used one 0. */
+ * an unused card scores as the strategy scores it; a partially used one 0 under
+ * LeastAllocated (empty card first) and 100 under MostAllocated (a used card first). */
 static int64_t score_swapped(const struct card *c, const struct gpu_req *g)
 {
 	if (used_any(c))
-		return 0;
-	return score_least(c->t_ratio, c->t_mem, 0, 0, g);
+		return g->most ? 100 : 0;
+	return score_card(c->t_ratio, c->t_mem, 0, 0, g);
 }
 
 struct pick {
@@ -438,7 +448,8 @@ static int alloc_topology(const struct card *cards, int ncards, const struct gpu
 	return best.n;
 }
 
-/* Path D: most free card first (LeastAllocated, correct arguments), ties by minor. */
+/* Path D: by score (correct arguments): LeastAllocated most free card first, MostAllocated
+ * most used card first; ties by minor. */
 static int alloc_default(const struct card *cards, int ncards, const struct gpu_req *g,
 			 int *chosen)
 {
@@ -449,8 +460,8 @@ static int alloc_default(const struct card *cards, int ncards, const struct gpu_
 		if (!cards[i].healthy)
 			continue;
 		order[n] = i;
-		score[i] = score_least(cards[i].t_ratio, cards[i].t_mem, cards[i].u_ratio,
-				       cards[i].u_mem, g);
+		score[i] = score_card(cards[i].t_ratio, cards[i].t_mem, cards[i].u_ratio,
+				      cards[i].u_mem, g);
 		n++;
 	}
 	for (int i = 1; i < n; i++)
@@ -478,10 +489,26 @@ static int64_t card_qty(const json_t *res, const char *name)
 	return s && quantity_parse(s, &v) == 0 ? v : 0;
 }
 
+/* Adds a device-allocated annotation to the cards' usage. */
+static void cards_add(struct card *cards, int n, const struct devalloc *a)
+{
+	for (int j = 0; j < a->ncards; j++)
+		for (int c = 0; c < n; c++) {
+			if (cards[c].minor != a->cards[j].minor)
+				continue;
+			if (a->cards[j].has_core)
+				cards[c].u_core += a->cards[j].core;
+			if (a->cards[j].has_mem)
+				cards[c].u_mem += a->cards[j].mem_bytes;
+			if (a->cards[j].has_ratio)
+				cards[c].u_ratio += a->cards[j].ratio;
+		}
+}
+
 /* Builds the card table of a node from its Device and the annotations of the pods that hold
- * a share (bound, not terminated, other than skip). Returns the card count, or -1 when the
- * node has no Device (DeviceShare then passes). */
-static int node_cards(struct ks *ks, const char *node, const json_t *skip, struct card *cards)
+ * a share (bound there, from the node index, not terminated). Returns the card count, or -1
+ * when the node has no Device (DeviceShare then passes). */
+static int node_cards(struct ks *ks, const char *node, struct card *cards)
 {
 	json_t *dev = store_get(ks->store, RES_DEVICES, NULL, node);
 	if (!dev)
@@ -520,27 +547,16 @@ static int node_cards(struct ks *ks, const char *node, const json_t *skip, struc
 			cards[b - 1] = t;
 		}
 	json_t **pods = NULL;
-	size_t np = store_list(ks->store, RES_PODS, NULL, &pods);
+	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE, node, NULL, &pods);
 	for (size_t k = 0; k < np; k++) {
 		json_t *p = pods[k];
-		const char *pn = obj_str(p, "spec.nodeName");
-		if (p == skip || !pn || strcmp(pn, node) || obj_pod_terminal(p))
+		if (obj_pod_terminal(p))
 			continue;
 		const char *ann = obj_annotation(p, DEVALLOC_ANNOTATION);
 		struct devalloc a;
 		if (!ann || devalloc_parse(ann, strlen(ann), &a, NULL, 0) < 0)
 			continue;
-		for (int j = 0; j < a.ncards; j++)
-			for (int c = 0; c < n; c++) {
-				if (cards[c].minor != a.cards[j].minor)
-					continue;
-				if (a.cards[j].has_core)
-					cards[c].u_core += a.cards[j].core;
-				if (a.cards[j].has_mem)
-					cards[c].u_mem += a.cards[j].mem_bytes;
-				if (a.cards[j].has_ratio)
-					cards[c].u_ratio += a.cards[j].ratio;
-			}
+		cards_add(cards, n, &a);
 	}
 	gwb_free(pods);
 	return n;
@@ -564,44 +580,55 @@ static void add_reason(struct node_result *r, const char *reason)
 		snprintf(r->reasons[r->nreasons++], sizeof r->reasons[0], "%s", reason);
 }
 
-/* Sum of literal requests of the non-terminated pods bound to node, plus the pod count. */
-static void node_requested(struct ks *ks, const char *node, struct rlist *used, int *npods)
+/* One node as this cycle sees it, built once per pass and updated at every binding: its
+ * allocatable, the literal requests and count of its non-terminated pods, and its cards. */
+struct nstate {
+	struct rlist alloc, used;
+	int npods;
+	int ncards; /* -1: no Device */
+	struct card cards[MAX_CARDS];
+};
+
+static void rl_add(struct rlist *to, const struct rlist *r)
 {
-	memset(used, 0, sizeof *used);
-	*npods = 0;
+	for (int i = 0; i < r->n; i++) {
+		int64_t *s = rl_slot(to, r->name[i]);
+		if (s)
+			*s += r->v[i];
+	}
+}
+
+static void nstate_build(struct ks *ks, const json_t *node, struct nstate *st)
+{
+	memset(st, 0, sizeof *st);
+	add_map(&st->alloc, obj_path(node, "status.allocatable"), 0);
 	json_t **pods = NULL;
-	size_t np = store_list(ks->store, RES_PODS, NULL, &pods);
+	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE, obj_name(node), NULL,
+				     &pods);
 	for (size_t k = 0; k < np; k++) {
-		const char *pn = obj_str(pods[k], "spec.nodeName");
-		if (!pn || strcmp(pn, node) || obj_pod_terminal(pods[k]))
+		if (obj_pod_terminal(pods[k]))
 			continue;
 		struct rlist r;
 		pod_requests(pods[k], &r);
-		for (int i = 0; i < r.n; i++) {
-			int64_t *s = rl_slot(used, r.name[i]);
-			if (s)
-				*s += r.v[i];
-		}
-		(*npods)++;
+		rl_add(&st->used, &r);
+		st->npods++;
 	}
 	gwb_free(pods);
+	st->ncards = node_cards(ks, obj_name(node), st->cards);
 }
 
-static int fit_node_resources(struct ks *ks, const json_t *node, const struct rlist *req,
+static int fit_node_resources(const struct nstate *st, const struct rlist *req,
 			      struct node_result *r)
 {
-	struct rlist alloc = { 0 }, used;
-	int npods;
-	add_map(&alloc, obj_path(node, "status.allocatable"), 0);
-	node_requested(ks, obj_name(node), &used, &npods);
-	if (npods + 1 > rl_get(&alloc, "pods"))
+	const struct rlist *alloc = &st->alloc, *used = &st->used;
+	if (st->npods + 1 > rl_get(alloc, "pods"))
 		add_reason(r, "Too many pods");
 	for (int i = 0; i < req->n; i++) {
 		const char *name = req->name[i];
 		if (req->v[i] <= 0 || !strcmp(name, "pods"))
 			continue;
-		int64_t have = rl_has(&alloc, name) ? rl_get(&alloc, name) : 0;
-		if (req->v[i] > have - rl_get(&used, name)) {
+		int64_t have = rl_has(alloc, name) ? rl_get(alloc, name) : 0;
+		if (req->v[i] > have - rl_get(used, name)) {
 			char txt[160];
 			snprintf(txt, sizeof txt, "Insufficient %s", name);
 			add_reason(r, txt);
@@ -647,7 +674,7 @@ static int toleration_ok(const json_t *pod, const json_t *taint)
 	return 0;
 }
 
-static void filter_node(struct ks *ks, const json_t *pod, const json_t *node,
+static void filter_node(const json_t *pod, const json_t *node, const struct nstate *st,
 			const struct rlist *req, const struct gpu_req *g, int device_share,
 			struct node_result *r)
 {
@@ -675,14 +702,14 @@ static void filter_node(struct ks *ks, const json_t *pod, const json_t *node,
 		add_reason(r, "node(s) didn't match Pod's node affinity/selector");
 		return;
 	}
-	if (!fit_node_resources(ks, node, req, r))
+	if (!fit_node_resources(st, req, r))
 		return;
 	if (!device_share || !g->present) {
 		r->v = V_FIT;
 		return;
 	}
-	struct card cards[MAX_CARDS];
-	int n = node_cards(ks, obj_name(node), pod, cards);
+	const struct card *cards = st->cards;
+	int n = st->ncards;
 	if (n < 0) {
 		r->v = V_FIT; /* no Device: DeviceShare has no cache entry and passes */
 		return;
@@ -824,7 +851,68 @@ static void bind_pod(struct ks *ks, json_t *pod, const char *node, const struct 
 	log_info("sched", "bound", "pod=%s/%s node=%s", ns, name, node);
 }
 
-static void schedule_one(struct ks *ks, json_t *pod, json_t **nodes, int nn)
+/* NodeResourcesFit's LeastAllocated over cpu, memory, batch-cpu and batch-memory (weight 1
+ * each, those the node has). */
+static int64_t fit_score(const struct nstate *st, const struct rlist *req)
+{
+	static const char *const names[] = { "cpu", "memory", "kubernetes.io/batch-cpu",
+					     "kubernetes.io/batch-memory" };
+	int64_t sum = 0, w = 0;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		int64_t alloc = rl_get(&st->alloc, names[i]);
+		if (alloc <= 0)
+			continue;
+		sum += score_res(alloc, rl_get(&st->used, names[i]) + rl_get(req, names[i]), 0);
+		w++;
+	}
+	return w ? sum / w : 0;
+}
+
+/* DeviceShare's node score: its scorer over the node's summed healthy cards, with the
+ * per-card request (not multiplied by the card count). */
+static int64_t device_score(const struct nstate *st, const struct gpu_req *g)
+{
+	if (!g->present || st->ncards <= 0)
+		return 0;
+	int64_t tr = 0, tm = 0, ur = 0, um = 0;
+	for (int i = 0; i < st->ncards; i++) {
+		if (!st->cards[i].healthy)
+			continue;
+		tr += st->cards[i].t_ratio;
+		tm += st->cards[i].t_mem;
+		ur += st->cards[i].u_ratio;
+		um += st->cards[i].u_mem;
+	}
+	return score_card(tr, tm, ur, um, g);
+}
+
+/* The node to bind to among those that fit: DeviceShare's score normalised so the best node
+ * gets 100, plus NodeResourcesFit's; the highest total wins, ties to the first in name
+ * order. Returns its index, or -1 when none fits. */
+static int pick_node(const struct node_result *res, const struct nstate *st, int nn,
+		     const struct rlist *req, const struct gpu_req *g)
+{
+	int64_t dmax = 0, dscore[MAX_NODES];
+	for (int i = 0; i < nn; i++) {
+		dscore[i] = res[i].v == V_FIT ? device_score(&st[i], g) : 0;
+		if (dscore[i] > dmax)
+			dmax = dscore[i];
+	}
+	int pick = -1;
+	int64_t best = -1;
+	for (int i = 0; i < nn; i++) {
+		if (res[i].v != V_FIT)
+			continue;
+		int64_t total = (dmax ? dscore[i] * 100 / dmax : 0) + fit_score(&st[i], req);
+		if (total > best) {
+			best = total;
+			pick = i;
+		}
+	}
+	return pick;
+}
+
+static void schedule_one(struct ks *ks, json_t *pod, json_t **nodes, struct nstate *st, int nn)
 {
 	const char *scheduler = obj_str(pod, "spec.schedulerName");
 	int koord = scheduler && !strcmp(scheduler, "koord-scheduler");
@@ -838,21 +926,25 @@ static void schedule_one(struct ks *ks, json_t *pod, json_t **nodes, int nn)
 		set_unschedulable(ks, pod, "Unschedulable", full, scheduler);
 		return;
 	}
+	g.most = ks->cfg.score_most;
 	struct node_result *res = gwb_calloc((size_t)(nn ? nn : 1), sizeof *res);
-	int pick = -1;
 	for (int i = 0; i < nn; i++) {
-		filter_node(ks, pod, nodes[i], &req, &g, koord, &res[i]);
+		filter_node(pod, nodes[i], &st[i], &req, &g, koord, &res[i]);
 		if (res[i].v == V_ERROR) {
 			set_unschedulable(ks, pod, "SchedulerError", res[i].reasons[0], scheduler);
 			gwb_free(res);
 			return;
 		}
-		if (res[i].v == V_FIT && pick < 0)
-			pick = i;
 	}
-	if (pick >= 0)
+	int pick = pick_node(res, st, nn, &req, &g);
+	if (pick >= 0) {
 		bind_pod(ks, pod, obj_name(nodes[pick]), &res[pick], scheduler);
-	else {
+		/* Assume the binding in this cycle's view of the node. */
+		rl_add(&st[pick].used, &req);
+		st[pick].npods++;
+		if (res[pick].has_alloc && st[pick].ncards > 0)
+			cards_add(st[pick].cards, st[pick].ncards, &res[pick].alloc);
+	} else {
 		fit_error(res, nn, msg, sizeof msg);
 		set_unschedulable(ks, pod, "Unschedulable", msg, scheduler);
 	}
@@ -877,17 +969,100 @@ static int cmp_pending(const void *a, const void *b)
 	return c ? c : strcmp(x->name, y->name);
 }
 
+struct sched {
+	struct ks *ks;
+	int sub;
+	json_t *dirty; /* keys "ns/name" of unbound pods created or changed since the last pass */
+	int freed;     /* capacity may have grown: retry every pending pod */
+};
+
+static int bound(const json_t *pod)
+{
+	const char *n = obj_str(pod, "spec.nodeName");
+	return n && n[0];
+}
+
+/* Store fan-out: new or changed pending pods, and changes that can make room (a bound pod
+ * ends or goes, a Node or Device changes), as kube-scheduler's queue moves unschedulable
+ * pods back on such events. */
+static void on_change(const struct store_event *ev, void *arg)
+{
+	struct sched *sc = arg;
+	if (ev->res == RES_NODES || ev->res == RES_DEVICES) {
+		sc->freed = 1;
+		return;
+	}
+	if (ev->res != RES_PODS)
+		return;
+	if (ev->type != STORE_DELETED && !bound(ev->obj)) {
+		char key[520];
+		snprintf(key, sizeof key, "%s/%s", obj_ns(ev->obj), obj_name(ev->obj));
+		json_object_set_new(sc->dirty, key, json_null());
+	}
+	if (ev->prev && bound(ev->prev) &&
+	    (ev->type == STORE_DELETED || (obj_pod_terminal(ev->obj) && !obj_pod_terminal(ev->prev))))
+		sc->freed = 1;
+}
+
+struct sched *sched_new(struct ks *ks)
+{
+	struct sched *sc = gwb_calloc(1, sizeof *sc);
+	sc->ks = ks;
+	sc->dirty = json_object();
+	sc->freed = 1;
+	sc->sub = store_subscribe(ks->store, on_change, sc);
+	return sc;
+}
+
+void sched_free(struct sched *sc)
+{
+	if (!sc)
+		return;
+	store_unsubscribe(sc->ks->store, sc->sub);
+	json_decref(sc->dirty);
+	gwb_free(sc);
+}
+
+/* The pods to try this pass: every unbound pod after room was made, else the changed ones. */
+static size_t candidates(struct sched *sc, json_t ***out)
+{
+	struct ks *ks = sc->ks;
+	json_t *dirty = sc->dirty;
+	sc->dirty = json_object();
+	size_t n;
+	if (sc->freed) {
+		sc->freed = 0;
+		n = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE, "", NULL, out);
+	} else {
+		size_t k = 0;
+		*out = gwb_malloc((json_object_size(dirty) + 1) * sizeof **out);
+		const char *key;
+		json_t *v;
+		json_object_foreach(dirty, key, v)
+		{
+			const char *slash = strchr(key, '/');
+			char ns[256];
+			snprintf(ns, sizeof ns, "%.*s", slash ? (int)(slash - key) : 0, key);
+			json_t *p = store_get(ks->store, RES_PODS, ns, slash ? slash + 1 : key);
+			if (p)
+				(*out)[k++] = p;
+		}
+		n = k;
+	}
+	json_decref(dirty);
+	return n;
+}
+
 void sched_sync(struct ks *ks)
 {
 	json_t **pods = NULL;
-	size_t np = store_list(ks->store, RES_PODS, NULL, &pods);
+	size_t np = candidates(ks->sched, &pods);
 	struct pending *q = gwb_calloc(np ? np : 1, sizeof *q);
 	size_t nq = 0;
 	for (size_t i = 0; i < np; i++) {
 		json_t *p = pods[i];
-		const char *node = obj_str(p, "spec.nodeName");
 		const char *s = obj_str(p, "spec.schedulerName");
-		if ((node && node[0]) || obj_deleting(p) || obj_pod_terminal(p) || !s ||
+		if (bound(p) || obj_deleting(p) || obj_pod_terminal(p) || !s ||
 		    (strcmp(s, "koord-scheduler") && strcmp(s, "default-scheduler")))
 			continue;
 		/* A pod with scheduling gates waits (PodScheduled False, SchedulingGated). */
@@ -901,17 +1076,25 @@ void sched_sync(struct ks *ks)
 		nq++;
 	}
 	gwb_free(pods);
+	if (!nq) {
+		gwb_free(q);
+		return;
+	}
 	qsort(q, nq, sizeof *q, cmp_pending);
 	json_t **nodes = NULL;
 	size_t nn = store_list(ks->store, RES_NODES, NULL, &nodes);
 	if (nn > MAX_NODES)
 		nn = MAX_NODES;
+	struct nstate *st = gwb_calloc(nn ? nn : 1, sizeof *st);
+	for (size_t i = 0; i < nn; i++)
+		nstate_build(ks, nodes[i], &st[i]);
 	/* Node pointers stay valid: the scheduler writes pods only. */
 	for (size_t i = 0; i < nq; i++) {
 		json_t *p = store_get(ks->store, RES_PODS, q[i].ns, q[i].name);
 		if (p)
-			schedule_one(ks, p, nodes, (int)nn);
+			schedule_one(ks, p, nodes, st, (int)nn);
 	}
+	gwb_free(st);
 	gwb_free(nodes);
 	gwb_free(q);
 }

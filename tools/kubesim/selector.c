@@ -14,7 +14,7 @@
 enum op { OP_EQ, OP_NE, OP_IN, OP_NOTIN, OP_EXISTS, OP_NOTEXISTS, OP_GT, OP_LT };
 
 #define SEL_MAX_REQ 32
-#define SEL_MAX_VALS 32
+#define SEL_MAX_VALS 256 /* values of one in/notin set: controllers list many objects by name */
 
 struct req {
 	char *key;
@@ -39,6 +39,21 @@ void selector_free(struct selector *sel)
 			gwb_free(sel->req[i].vals[j]);
 	}
 	gwb_free(sel);
+}
+
+int selector_eq_term(const struct selector *sel, const char **key, const char **value)
+{
+	if (!sel || sel->fields)
+		return 0;
+	for (int i = 0; i < sel->nreq; i++) {
+		const struct req *r = &sel->req[i];
+		if ((r->op == OP_EQ || r->op == OP_IN) && r->nvals == 1) {
+			*key = r->key;
+			*value = r->vals[0];
+			return 1;
+		}
+	}
+	return 0;
 }
 
 static const char *skip_ws(const char *p)

@@ -20,6 +20,11 @@ int selector_parse_fields(const struct res_def *r, const char *s, struct selecto
 			  char *err, size_t errlen);
 /* Returns 1 when obj matches (a NULL selector matches everything). */
 int selector_match(const struct selector *sel, const json_t *obj);
+/* The first equality requirement of a label selector (`k=v`, `k==v`, or `k in (v)` with one
+ * value), which every match must satisfy, so a list can start from the label index. Returns 1
+ * with *key and *value borrowed from sel; 0 when there is none (or sel is NULL or a field
+ * selector). */
+int selector_eq_term(const struct selector *sel, const char **key, const char **value);
 /* Frees a selector. Accepts NULL. */
 void selector_free(struct selector *sel);
 

@@ -4,7 +4,11 @@
  * resume from a resourceVersion (older ones are "too old": 410 Expired).
  *
  * Stored documents are never modified in place: to change one, deep-copy it, edit the copy and
- * hand it back with store_update. History events and watchers may still hold the old one. */
+ * hand it back with store_update. History events and watchers may still hold the old one.
+ *
+ * Secondary indexes (namespace, label "key=value", ownerReference uid, and for Pods the node)
+ * are kept in step inside every create, update and remove, so controllers and label-selector
+ * lists find their objects without scanning the resource. */
 #ifndef KUBESIM_STORE_H
 #define KUBESIM_STORE_H
 
@@ -15,6 +19,12 @@
 #include "tools/kubesim/res.h"
 
 enum store_ev_type { STORE_ADDED, STORE_MODIFIED, STORE_DELETED };
+
+/* The secondary indexes. Values: IDX_NS the namespace (namespaced resources only); IDX_LABEL
+ * "key=value" for every label; IDX_OWNER the uid of every ownerReference; IDX_NODE (Pods
+ * only) spec.nodeName, "" while unbound; IDX_INVOLVED (Events only) involvedObject.uid. */
+enum store_index { STORE_IDX_NS, STORE_IDX_LABEL, STORE_IDX_OWNER, STORE_IDX_NODE,
+		   STORE_IDX_INVOLVED, STORE_IDX_COUNT };
 
 /* One change. obj is the object at rv (for DELETED its final state carrying the deletion's
  * rv); prev the object before (NULL for ADDED). Both borrowed for the callback's duration. */
@@ -52,6 +62,21 @@ json_t *store_get(const struct store *s, enum res_id res, const char *ns, const 
  * *out is a gwb_malloc'd array of borrowed pointers the caller frees with gwb_free (NULL when
  * empty). Returns the count. */
 size_t store_list(const struct store *s, enum res_id res, const char *ns, json_t ***out);
+/* A page of store_list: the objects of res (in namespace ns, or all when ns is NULL) whose
+ * "namespace/name" sorts after `after` (a list's continue key: "ns/name", "/name" for
+ * cluster-scoped objects; "" for the start), at most max of them (0: no cap), in order. *out
+ * as for store_list; *rest (when not NULL) the number of objects after the page. Costs in
+ * proportion to the page, not to the resource. */
+size_t store_list_after(const struct store *s, enum res_id res, const char *ns,
+			const char *after, size_t max, json_t ***out, size_t *rest);
+/* Objects of res whose index idx holds value (and in namespace ns, or all when ns is NULL),
+ * sorted like store_list; same ownership of *out. Returns the count. Costs in proportion to
+ * the objects under that value, not to the resource. */
+size_t store_list_index(const struct store *s, enum res_id res, enum store_index idx,
+			const char *value, const char *ns, json_t ***out);
+/* Number of objects of res under value in index idx. */
+size_t store_index_count(const struct store *s, enum res_id res, enum store_index idx,
+			 const char *value);
 /* Number of objects of res. */
 size_t store_count(const struct store *s, enum res_id res);
 

@@ -273,11 +273,11 @@ TEST(store_refuses_illegal_transitions)
 	 * reservation stays held. */
 	int released = 0;
 	json_t *ev = json_pack("{s:s}", "proof", "test");
-	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_CANCELLED, ev, now, &released),
+	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_CANCELLED, NULL, ev, now, &released),
 		  GWB_ESTATE);
 	CHECK_INT(released, 0);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 1024);
-	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_FAILED, ev, now, &released), 0);
+	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_FAILED, NULL, ev, now, &released), 0);
 	json_decref(ev);
 	CHECK_INT(released, 1);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 0);
