@@ -349,8 +349,12 @@ static void batch_run(struct api_ctx *api)
 	while (list) {
 		struct http_deferred *d = list;
 		list = d->next;
-		/* A client that closed meanwhile: evhttp detached the request from its
-		 * connection and left it to us; the reply below frees it, sending nothing. */
+		/* The request is evhttp's and is only ever released by answering it, never
+		 * freed here. libevent 2.1 stops reading a connection while its request waits
+		 * for the answer, so a client that closed is mostly found by the write (evhttp
+		 * then frees the connection itself). When a socket error did reach it first,
+		 * evhttp detached the request from its connection and left it to us: the
+		 * reply below frees it, sending nothing. */
 		if (!evhttp_request_get_connection(d->r.ev))
 			api->replies_gone++;
 		d->ops->reply(&d->r, d->ctx, rc);

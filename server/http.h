@@ -107,8 +107,8 @@ struct http_deferred_ops {
 };
 /* Defers r's decision to this loop turn's group commit. ctx becomes the batch's (released
  * through ops->release once answered); r is copied (its query and body are not: ctx must hold
- * what decide needs). The reply is sent after the COMMIT; when the client went away meanwhile
- * evhttp has detached the request, and the reply only frees it. The caller must not reply. */
+ * what decide needs). The reply is sent after the COMMIT, whether or not the client is still
+ * there (answering is how evhttp releases the request). The caller must not reply. */
 void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx);
 /* Answers a store error: GWB_EBUSY is 503 busy with Retry-After: 1, anything else 500
  * internal with message. */
