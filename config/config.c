@@ -108,7 +108,12 @@ static const struct setting settings[] = {
 	{ "idempotency.ttl_seconds", "GWB_IDEMPOTENCY_TTL_SECONDS", INT(idempotency_ttl_seconds),
 	  "86400", 60, 30LL * 86400, NULL, NULL, "how long idempotency keys are kept" },
 	{ "store.busy_timeout_ms", "GWB_STORE_BUSY_TIMEOUT_MS", INT(store_busy_timeout_ms),
-	  "5000", 1, 600000, NULL, NULL, "how long a writer waits for another (SQLITE_BUSY)" },
+	  "5000", 1, 600000, NULL, NULL,
+	  "how long opening the store (migrations) waits for another writer; once running, the "
+	  "server never waits: SQLITE_BUSY answers 503 with Retry-After" },
+	{ "store.wal_max_bytes", "GWB_STORE_WAL_MAX_BYTES", INT(store_wal_max_bytes), "67108864",
+	  1 << 20, 1LL << 40, NULL, NULL,
+	  "WAL bound: a commit above it runs a checkpoint at once, the file is cut back to it" },
 	{ "housekeeping.interval_ms", "GWB_HOUSEKEEPING_INTERVAL_MS",
 	  INT(housekeeping_interval_ms), "1000", 10, 600000, NULL, NULL,
 	  "period of the housekeeping timer" },

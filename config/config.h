@@ -36,7 +36,8 @@ struct gwb_config {
 	int64_t http_max_header_bytes;
 	int64_t http_timeout_seconds;       /* idle/read time-out of one HTTP connection */
 	int64_t idempotency_ttl_seconds;    /* how long idempotency keys are kept */
-	int64_t store_busy_timeout_ms;      /* SQLITE_BUSY wait for another writer */
+	int64_t store_busy_timeout_ms;      /* SQLITE_BUSY wait for another writer, at open only */
+	int64_t store_wal_max_bytes;        /* the WAL's bound */
 	int64_t housekeeping_interval_ms;   /* period of the housekeeping timer */
 	int64_t audit_interval_s;           /* period of the quota audit */
 	int64_t audit_grace_s;              /* a task without Job or Pod younger than this is fine */

@@ -10,6 +10,30 @@
 #include "server/http.h"
 #include "server/reconciler.h"
 
+void api_hist_observe(struct api_hist *h, double v)
+{
+	int i = 0;
+	while (i < h->nbounds && v > h->bounds[i])
+		i++;
+	h->counts[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+void api_hist_write(const struct api_hist *h, const char *name, struct evbuffer *out)
+{
+	int64_t cum = 0;
+	evbuffer_add_printf(out, "# TYPE %s histogram\n", name);
+	for (int i = 0; i < h->nbounds; i++) {
+		cum += h->counts[i];
+		evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %lld\n", name, h->bounds[i],
+				    (long long)cum);
+	}
+	cum += h->counts[h->nbounds];
+	evbuffer_add_printf(out, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.6f\n%s_count %lld\n",
+			    name, (long long)cum, name, h->sum, name, (long long)h->count);
+}
+
 static void team_lines(struct evbuffer *b, json_t *teams)
 {
 	size_t i;
@@ -42,12 +66,11 @@ void api_metrics(struct req *r)
 			       "mode=\"%s\"} 1\n",
 			    GWB_VERSION, api->cfg->mode);
 	int64_t counts[TASK_NSTATES];
-	if (store_task_state_counts(api->store, counts) == 0) {
-		evbuffer_add_printf(b, "# TYPE gwb_tasks gauge\n");
-		for (int i = 0; i < TASK_NSTATES; i++)
-			evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n",
-					    task_state_name((enum task_state)i), (long long)counts[i]);
-	}
+	store_task_counts(api->store, counts); /* kept in memory: no scan on the loop */
+	evbuffer_add_printf(b, "# TYPE gwb_tasks gauge\n");
+	for (int i = 0; i < TASK_NSTATES; i++)
+		evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n",
+				    task_state_name((enum task_state)i), (long long)counts[i]);
 	json_t *teams = store_teams_json(api->store); /* team names are DNS labels: no escaping */
 	team_lines(b, teams);
 	json_decref(teams);
@@ -66,6 +89,26 @@ void api_metrics(struct req *r)
 	for (int c = 2; c <= 5; c++)
 		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,
 				    (long long)api->replies[c]);
+	evbuffer_add_printf(b, "# TYPE gwb_store_batches_total counter\ngwb_store_batches_total %lld\n"
+			       "# TYPE gwb_store_batch_requests_total counter\n"
+			       "gwb_store_batch_requests_total %lld\n"
+			       "# TYPE gwb_store_batches_failed_total counter\n"
+			       "gwb_store_batches_failed_total %lld\n"
+			       "# TYPE gwb_http_replies_client_gone_total counter\n"
+			       "gwb_http_replies_client_gone_total %lld\n",
+			    (long long)api->batches, (long long)api->batch_requests,
+			    (long long)api->batches_failed, (long long)api->replies_gone);
+	api_hist_write(&api->batch_size, "gwb_store_batch_size", b);
+	api_hist_write(&api->submit_seconds, "gwb_submit_duration_seconds", b);
+	struct store_wal_stats w;
+	store_wal_stats(api->store, &w);
+	evbuffer_add_printf(b, "# TYPE gwb_store_wal_bytes gauge\ngwb_store_wal_bytes %lld\n"
+			       "# TYPE gwb_store_checkpoints_total counter\n"
+			       "gwb_store_checkpoints_total %lld\n"
+			       "# TYPE gwb_store_checkpoints_busy_total counter\n"
+			       "gwb_store_checkpoints_busy_total %lld\n",
+			    (long long)w.wal_bytes, (long long)w.checkpoints,
+			    (long long)w.checkpoints_busy);
 	evbuffer_add_printf(b, "# TYPE gwb_alloc_bytes gauge\ngwb_alloc_bytes %zu\n",
 			    gwb_alloc_bytes());
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",

@@ -18,9 +18,18 @@ void api_readyz(struct req *r)
 	/* A cheap read, not an integrity check: probes come often, and a scan of the whole
 	 * database would block the loop for as long as it takes. */
 	int store_ok = store_schema_version(api->store) == store_schema_latest();
-	json_object_set_new(deps, "store", json_pack("{s:s, s:s}", "state",
-						     store_ok ? "ok" : "failed", "path",
-						     api->cfg->db));
+	/* The WAL's size from memory; above its bound the checkpoints are being held back (a
+	 * long reader): worth a look, but the server still serves. */
+	struct store_wal_stats w;
+	store_wal_stats(api->store, &w);
+	json_object_set_new(
+		deps, "store",
+		json_pack("{s:s, s:s, s:{s:I, s:I, s:b, s:I, s:I}}", "state",
+			  store_ok ? "ok" : "failed", "path", api->cfg->db, "wal", "bytes",
+			  (json_int_t)w.wal_bytes, "max_bytes", (json_int_t)w.wal_max_bytes,
+			  "over_bound", w.wal_bytes > w.wal_max_bytes, "checkpoints",
+			  (json_int_t)w.checkpoints, "checkpoints_busy",
+			  (json_int_t)w.checkpoints_busy));
 	ready &= store_ok;
 	if (api->readiness)
 		api->readiness(api->readiness_arg, deps, &ready);

@@ -234,8 +234,60 @@ static void dry_run(struct req *r, const struct task_req *q)
 					  "placement", placement, "basis", basis));
 }
 
+/* A submission waiting for the group commit: the parsed body (q's strings point into it) and
+ * the decision, once made. */
+struct submit_ctx {
+	json_t *body;
+	struct task_req q;
+	char key[KEY_MAX_BYTES + 1];
+	int has_key;
+	char fp[65];
+	int64_t now_ms, ttl_ms;
+	int rc;
+	struct submit_result res;
+};
+
+static void submit_decide(struct req *r, void *arg)
+{
+	struct submit_ctx *c = arg;
+	c->rc = store_task_submit(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
+				  c->now_ms, c->ttl_ms, &c->res);
+}
+
+static void submit_reply(struct req *r, void *arg, int commit_rc)
+{
+	struct submit_ctx *c = arg;
+	if (commit_rc)
+		return http_reply_store_error(r, commit_rc, "the submission could not be stored");
+	if (c->rc)
+		return reply_submit_error(r, c->rc, &c->q, &c->res);
+	char loc[64];
+	snprintf(loc, sizeof loc, "/v1/tasks/%s", c->res.task_id);
+	http_add_header(r, "Location", loc);
+	if (c->res.replayed) {
+		http_add_header(r, "Idempotent-Replayed", "true");
+		return reply_task(r, 200, c->res.task_id);
+	}
+	log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
+		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
+		 (long long)c->res.req_core);
+	reply_task(r, 201, c->res.task_id);
+	api_task_changed(r->api, c->res.task_id);
+}
+
+static void submit_release(void *arg)
+{
+	struct submit_ctx *c = arg;
+	json_decref(c->body);
+	gwb_free(c);
+}
+
+static const struct http_deferred_ops submit_ops = { submit_decide, submit_reply,
+						     submit_release };
+
 void api_tasks_submit(struct req *r)
 {
+	r->is_submit = 1;
 	int dry = submit_query(r);
 	if (dry < 0)
 		return;
@@ -255,28 +307,19 @@ void api_tasks_submit(struct req *r)
 		dry_run(r, &q); /* consumes no Idempotency-Key and writes nothing */
 		goto out;
 	}
-	char fp[65];
-	fingerprint(&q, fp);
-	struct submit_result res;
-	int64_t ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
-	int rc = store_task_submit(r->api->store, &q, key, fp, clock_now_ms(), ttl_ms, &res);
-	if (rc) {
-		reply_submit_error(r, rc, &q, &res);
-		goto out;
+	/* The decision waits for this loop turn's group commit; the context takes the body. */
+	struct submit_ctx *c = gwb_calloc(1, sizeof *c);
+	c->body = body;
+	body = NULL;
+	c->q = q;
+	if (key) {
+		snprintf(c->key, sizeof c->key, "%s", key); /* valid_key: at most 128 bytes */
+		c->has_key = 1;
 	}
-	char loc[64];
-	snprintf(loc, sizeof loc, "/v1/tasks/%s", res.task_id);
-	http_add_header(r, "Location", loc);
-	if (res.replayed) {
-		http_add_header(r, "Idempotent-Replayed", "true");
-		reply_task(r, 200, res.task_id);
-	} else {
-		log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
-			 res.task_id, log_q(q.team), (long long)res.req_mem,
-			 (long long)res.req_core);
-		reply_task(r, 201, res.task_id);
-		api_task_changed(r->api, res.task_id);
-	}
+	fingerprint(&q, c->fp);
+	c->now_ms = clock_now_ms();
+	c->ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
+	http_defer(r, &submit_ops, c);
 out:
 	json_decref(body);
 }

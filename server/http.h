@@ -15,6 +15,21 @@
 
 struct reconciler;
 struct ratelimit;
+struct http_deferred;
+
+/* A Prometheus histogram with fixed bucket bounds (ascending, the last +Inf implied). */
+#define API_HIST_MAX 16
+struct api_hist {
+	const double *bounds;
+	int nbounds;                    /* <= API_HIST_MAX - 1 */
+	int64_t counts[API_HIST_MAX];   /* per bucket, not cumulative; [nbounds] is +Inf */
+	double sum;
+	int64_t count;
+};
+/* Counts value v into h. */
+void api_hist_observe(struct api_hist *h, double v);
+/* Appends h as Prometheus text (cumulative buckets, _sum, _count) named name to out. */
+void api_hist_write(const struct api_hist *h, const char *name, struct evbuffer *out);
 
 /* The HTTP API's narrow context, filled by main.c before http_start and kept alive until
  * after http_stop. */
@@ -45,6 +60,17 @@ struct api_ctx {
 	struct evhttp *evh;
 	char url[300];           /* http://HOST:PORT actually bound */
 	int64_t replies[6];      /* replies by status class: [2] = 2xx ... [5] = 5xx */
+	/* Group commit: the decisions deferred in this loop turn, run by flush_ev (a
+	 * zero-timeout event: the loop's "before sleep" point) in one transaction. */
+	struct event *flush_ev;
+	struct http_deferred *pend_head, **pend_tail;
+	int npending;
+	int64_t batches;          /* batches committed or failed */
+	int64_t batch_requests;   /* decisions they held */
+	int64_t batches_failed;   /* batches whose BEGIN or COMMIT failed (all answered 5xx) */
+	int64_t replies_gone;     /* deferred replies whose client had gone */
+	struct api_hist batch_size;      /* decisions per batch */
+	struct api_hist submit_seconds;  /* POST /v1/tasks: arrival to reply */
 };
 
 /* Binds the HTTP API on api->cfg->listen and fills api->url with the real address. 0, or a
@@ -68,7 +94,30 @@ struct req {
 	size_t body_len;
 	int is_admin;                /* authenticated as the administrator */
 	char team[64];               /* authenticated team ("" for the admin) */
+	int64_t t0_us;               /* monotonic time the request arrived */
+	int is_submit;               /* a submission: its reply is timed */
 };
+
+/* A decision deferred to the group commit (http_defer). The callbacks run at the loop's
+ * flush point, in order: decide for every deferred request of the turn inside one
+ * store_batch_begin transaction (each call opens its own SAVEPOINT through the store and keeps
+ * its outcome in ctx; it must not reply), then, after the one COMMIT, reply for each (it
+ * answers r exactly once), then release. */
+struct http_deferred_ops {
+	void (*decide)(struct req *r, void *ctx);
+	/* commit_rc: 0 when the batch is durable, otherwise the batch's error (GWB_EBUSY, ...):
+	 * then every decision was undone and the reply must say so (http_reply_store_error). */
+	void (*reply)(struct req *r, void *ctx, int commit_rc);
+	void (*release)(void *ctx);
+};
+/* Defers r's decision to this loop turn's group commit. ctx becomes the batch's (released
+ * through ops->release once answered); r is copied (its query and body are not: ctx must hold
+ * what decide needs). The reply is sent after the COMMIT, whether or not the client is still
+ * there (answering is how evhttp releases the request). The caller must not reply. */
+void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx);
+/* Answers a store error: GWB_EBUSY is 503 busy with Retry-After: 1, anything else 500
+ * internal with message. */
+void http_reply_store_error(struct req *r, int rc, const char *message);
 
 /* Sends status with body (stolen; may be NULL for no body) as application/json. */
 void http_reply_json(struct req *r, int status, json_t *body);

@@ -39,6 +39,7 @@ struct server {
 	struct event *cron_timer;
 	struct event *sig_term, *sig_int;
 	int64_t idem_purged_ms;   /* last idempotency-key purge */
+	int64_t batches_seen;     /* api.batches at the last tick: none since means idle */
 	struct {
 		const char *name;
 		server_health_fn fn;
@@ -89,6 +90,14 @@ static void on_cron(evutil_socket_t fd, short what, void *arg)
 	}
 	for (int i = 0; i < srv->ncron; i++)
 		srv->cron[i].fn(srv->cron[i].arg, now);
+	/* Checkpoints run here, never inside a request's COMMIT: PASSIVE while work goes on,
+	 * TRUNCATE (the WAL file emptied) once a tick passed without a write batch. */
+	int idle = srv->api.batches == srv->batches_seen;
+	srv->batches_seen = srv->api.batches;
+	struct store_wal_stats w;
+	store_wal_stats(srv->store, &w);
+	if (w.wal_bytes > 0 && store_checkpoint(srv->store, idle) == GWB_EDB)
+		log_warn("store", "checkpoint_failed", "error=%s", log_q(store_errmsg(srv->store)));
 }
 
 /* /readyz: every registered dependency's state. */
@@ -198,7 +207,9 @@ static int server_run(struct server *srv)
 	char err[512];
 	const struct gwb_config *cfg = srv->cfg;
 	ensure_db_dir(cfg->db);
-	if (store_open(&srv->store, cfg->db, (int)cfg->store_busy_timeout_ms, err, sizeof err)) {
+	/* The loop's connection never sleeps on a lock (busy 0); only opening may wait. */
+	if (store_open_ex(&srv->store, cfg->db, (int)cfg->store_busy_timeout_ms, 0,
+			  cfg->store_wal_max_bytes, err, sizeof err)) {
 		fprintf(stderr, "gwb-server: store: %s\n", err);
 		return 1;
 	}

@@ -33,6 +33,7 @@ struct reconciler {
 	struct recon_sched *sched;
 	struct recon_ops *ops;
 	json_t *dirty; /* task id -> true */
+	json_t *notes; /* informers' task events waiting for the safe point: [id, type, detail] */
 	struct event *safe_point;
 	int64_t last_resync_ms;
 	int64_t last_token_ms;
@@ -62,11 +63,27 @@ static void mark_active(struct reconciler *r)
 	event_active(r->safe_point, EV_TIMEOUT, 0);
 }
 
+/* An informer's event for a task's history waits for the safe point, where the events of one
+ * loop turn are written in one transaction (one fsync) rather than one each. */
 static void note(struct reconciler *r, const char *id, const char *type, json_t *detail)
 {
-	if (store_task_note(r->c.store, id, type, detail, clock_now_ms()))
-		log_error("recon", "note_failed", "task=%s type=%s", id, type);
-	json_decref(detail);
+	json_array_append_new(r->notes, json_pack("[s, s, o?, I]", id, type, detail,
+						  (json_int_t)clock_now_ms()));
+	event_active(r->safe_point, EV_TIMEOUT, 0);
+}
+
+static void notes_write(struct reconciler *r, json_t *notes)
+{
+	size_t i;
+	json_t *n;
+	json_array_foreach(notes, i, n) {
+		const char *id = json_string_value(json_array_get(n, 0));
+		const char *type = json_string_value(json_array_get(n, 1));
+		json_t *detail = json_array_get(n, 2);
+		if (store_task_note(r->c.store, id, type, json_is_null(detail) ? NULL : detail,
+				    json_integer_value(json_array_get(n, 3))))
+			log_error("recon", "note_failed", "task=%s type=%s", id, type);
+	}
 }
 
 /* ---- what the parts tell the core ---- */
@@ -167,13 +184,32 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct reconciler *r = arg;
-	json_t *dirty = r->dirty;
+	json_t *dirty = r->dirty, *notes = r->notes;
 	r->dirty = json_object();
+	r->notes = json_array();
 	int64_t now = clock_now_ms();
+	/* One transaction for the whole pass (each write a savepoint of it): one fsync per safe
+	 * point, not per event. Requests started meanwhile leave the loop after the COMMIT, as
+	 * answers only come later. Without the batch (another process holds the lock) each
+	 * write tries on its own, as before. */
+	int batch = store_batch_begin(r->c.store) == 0;
+	notes_write(r, notes);
 	const char *id;
 	json_t *v;
 	json_object_foreach(dirty, id, v)
 		reconcile_task(r, id, now);
+	if (batch && store_batch_commit(r->c.store)) {
+		/* Nothing of the pass is stored: its tasks and events wait for the next one
+		 * (the housekeeping tick retries). */
+		log_warn("recon", "safe_point_commit_failed", "tasks=%zu notes=%zu db=%s",
+			 json_object_size(dirty), json_array_size(notes),
+			 log_q(store_errmsg(r->c.store)));
+		json_object_update(r->dirty, dirty);
+		json_array_extend(notes, r->notes);
+		json_decref(r->notes);
+		r->notes = json_incref(notes);
+	}
+	json_decref(notes);
 	json_decref(dirty);
 	recon_ops_flush(r->ops);
 }
@@ -181,6 +217,8 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 static void on_cron(void *arg, int64_t now)
 {
 	struct reconciler *r = arg;
+	if (json_object_size(r->dirty) || json_array_size(r->notes))
+		event_active(r->safe_point, EV_TIMEOUT, 0); /* after a failed safe point */
 	if (now - r->last_resync_ms >= r->c.cfg->reconcile_resync_ms) {
 		r->last_resync_ms = now;
 		mark_active(r);
@@ -378,6 +416,7 @@ int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, ch
 		return rc;
 	}
 	r->dirty = json_object();
+	r->notes = json_array();
 	r->safe_point = event_new(ctx->base, -1, 0, on_safe_point, r);
 	int wt = (int)cfg->kube_watch_timeout_seconds, idle = (int)cfg->kube_watch_idle_seconds;
 	r->pic = picture_new(r->kube, ctx->base, r->ns, wt, idle, &picture_ops, r);
@@ -409,6 +448,8 @@ void reconciler_free(struct reconciler *r)
 	recon_sched_free(r->sched);
 	kube_free(r->kube); /* requests in flight end here, without their callbacks */
 	recon_ops_free(r->ops);
+	notes_write(r, r->notes); /* the informers' last events, each in its own transaction */
+	json_decref(r->notes);
 	json_decref(r->dirty);
 	event_free(r->safe_point);
 	gwb_free(r);

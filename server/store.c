@@ -112,6 +112,8 @@ const char *store_errmsg(struct store *s)
 	return s && s->db ? sqlite3_errmsg(s->db) : "no database";
 }
 
+static int wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t errlen);
+
 static int rc_err(int rc)
 {
 	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? GWB_EBUSY : GWB_EDB;
@@ -152,21 +154,149 @@ static int exec_sql(struct store *s, const char *sql)
 
 int store_begin(struct store *s)
 {
+	if (s->in_batch) {
+		/* Inside a batch a decision is a savepoint of the batch's transaction; the
+		 * counters' moves so far are kept to be restored if it is undone. */
+		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
+		return exec_sql(s, "SAVEPOINT unit");
+	}
 	return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
+static void counts_settle(struct store *s, int apply)
+{
+	for (int i = 0; i < TASK_NSTATES; i++) {
+		if (apply)
+			s->counts[i] += s->count_pend[i];
+		s->count_pend[i] = 0;
+	}
 }
 
 int store_commit(struct store *s)
 {
+	if (s->in_batch) {
+		int rc = exec_sql(s, "RELEASE unit");
+		if (rc)
+			store_rollback(s);
+		return rc;
+	}
 	int rc = exec_sql(s, "COMMIT");
-	if (rc)
+	if (rc) {
 		store_rollback(s);
-	return rc;
+		return rc;
+	}
+	counts_settle(s, 1);
+	store_wal_bound(s);
+	return 0;
 }
 
 void store_rollback(struct store *s)
 {
+	if (s->in_batch) {
+		/* ROLLBACK TO undoes the unit's writes and keeps the savepoint open; RELEASE
+		 * closes it, leaving the batch's transaction as it was before the unit. */
+		sqlite3_exec(s->db, "ROLLBACK TO unit", NULL, NULL, NULL);
+		sqlite3_exec(s->db, "RELEASE unit", NULL, NULL, NULL);
+		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
+		return;
+	}
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	counts_settle(s, 0);
+}
+
+void store_count_move(struct store *s, enum task_state from, enum task_state to)
+{
+	int64_t *c = sqlite3_get_autocommit(s->db) ? s->counts : s->count_pend;
+	if (from >= 0 && from < TASK_NSTATES)
+		c[from]--;
+	if (to >= 0 && to < TASK_NSTATES)
+		c[to]++;
+}
+
+int store_unit_begin(struct store *s)
+{
+	return store_begin(s);
+}
+
+int store_unit_end(struct store *s, int rc)
+{
+	if (rc == 0)
+		return store_commit(s);
+	store_rollback(s);
+	return rc;
+}
+
+int store_batch_begin(struct store *s)
+{
+	if (s->in_batch)
+		return GWB_EBUSY; /* one batch at a time: the caller runs without one */
+	int rc = exec_sql(s, "BEGIN IMMEDIATE");
+	s->in_batch = rc == 0;
+	return rc;
+}
+
+int store_batch_commit(struct store *s)
+{
+	s->in_batch = 0;
+	return store_commit(s);
+}
+
+void store_batch_rollback(struct store *s)
+{
+	s->in_batch = 0;
+	store_rollback(s);
+}
+
+/* The connection's WAL hook: called after each commit with the WAL's size in pages. It
+ * replaces SQLite's automatic checkpoint, which would run inside a request's COMMIT. */
+static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	(void)db;
+	(void)name;
+	struct store *s = arg;
+	s->wal_pages = pages;
+	return SQLITE_OK;
+}
+
+int store_checkpoint(struct store *s, int truncate)
+{
+	int log = 0, done = 0;
+	int rc = sqlite3_wal_checkpoint_v2(s->db, NULL,
+					   truncate ? SQLITE_CHECKPOINT_TRUNCATE
+						    : SQLITE_CHECKPOINT_PASSIVE,
+					   &log, &done);
+	s->checkpoints++;
+	if (rc == SQLITE_BUSY || (rc == SQLITE_OK && done < log)) {
+		s->checkpoint_busy++;
+		return GWB_EBUSY;
+	}
+	if (rc != SQLITE_OK)
+		return GWB_EDB;
+	/* Every frame is in the database now: the next commit starts the WAL over (TRUNCATE has
+	 * emptied the file as well). */
+	s->wal_pages = truncate ? 0 : s->wal_pages;
+	return 0;
+}
+
+void store_wal_bound(struct store *s)
+{
+	if (s->wal_pages * s->page_size > s->wal_max_bytes)
+		store_checkpoint(s, 0);
+}
+
+void store_wal_stats(struct store *s, struct store_wal_stats *out)
+{
+	out->wal_bytes = s->wal_pages * s->page_size;
+	out->wal_max_bytes = s->wal_max_bytes;
+	out->checkpoints = s->checkpoints;
+	out->checkpoints_busy = s->checkpoint_busy;
+}
+
+void store_task_counts(struct store *s, int64_t *counts)
+{
+	for (int i = 0; i < TASK_NSTATES; i++)
+		counts[i] = s->counts[i];
 }
 
 int store_step_done(struct store *s, sqlite3_stmt *st)
@@ -240,6 +370,14 @@ static int migrate(struct store *s, char *err, size_t errlen)
 
 int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
+	return store_open_ex(out, path, busy_timeout_ms, busy_timeout_ms, STORE_WAL_MAX_DEFAULT, err,
+			     errlen);
+}
+
+int store_open_ex(struct store **out, const char *path, int open_busy_ms, int busy_ms,
+		  int64_t wal_max_bytes, char *err, size_t errlen)
+{
+	int busy_timeout_ms = open_busy_ms;
 	struct store *s = gwb_calloc(1, sizeof *s);
 	int rc = sqlite3_open_v2(path, &s->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -264,7 +402,44 @@ int store_open(struct store **out, const char *path, int busy_timeout_ms, char *
 		store_close(s);
 		return rc;
 	}
+	if ((rc = wal_setup(s, wal_max_bytes, err, errlen))) {
+		store_close(s);
+		return rc;
+	}
+	if ((rc = store_task_state_counts(s, s->counts))) {
+		snprintf(err, errlen, "%s: cannot count the tasks: %s", path, store_errmsg(s));
+		store_close(s);
+		return rc;
+	}
+	/* From here on the connection never sleeps for a lock (0: no busy handler) unless the
+	 * caller asked for it: SQLITE_BUSY comes back at once as GWB_EBUSY. */
+	sqlite3_busy_timeout(s->db, busy_ms);
 	*out = s;
+	return 0;
+}
+
+/* No automatic checkpoint (the hook replaces it; the owner checkpoints from its timer), and
+ * a WAL file cut back to the bound after it is reset. */
+static int wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t errlen)
+{
+	char pragma[80];
+	snprintf(pragma, sizeof pragma, "PRAGMA journal_size_limit = %lld",
+		 (long long)wal_max_bytes);
+	sqlite3_stmt *st = NULL;
+	/* temp_store=MEMORY: a batch's SAVEPOINTs keep their statement journal in memory, not
+	 * in a temporary file written page by page and deleted per batch. */
+	if (exec_sql(s, "PRAGMA wal_autocheckpoint = 0") || exec_sql(s, pragma) ||
+	    exec_sql(s, "PRAGMA temp_store = MEMORY") ||
+	    sqlite3_prepare_v2(s->db, "PRAGMA page_size", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		snprintf(err, errlen, "cannot configure the WAL: %s", store_errmsg(s));
+		sqlite3_finalize(st);
+		return GWB_EDB;
+	}
+	s->page_size = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	s->wal_max_bytes = wal_max_bytes;
+	sqlite3_wal_hook(s->db, on_wal, s);
 	return 0;
 }
 
@@ -290,15 +465,25 @@ int store_check(struct store *s)
 
 void store_new_task_id(char out[16])
 {
-	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-	uint64_t r = 0;
+	/* Ascending in ASCII, so that ids sort as the numbers they encode. */
+	static const char alphabet[] = "234567abcdefghijklmnopqrstuvwxyz";
+	uint32_t r = 0;
 	while (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
 		if (errno != EINTR)
 			break;
+	/* 8 characters of the time in ms (40 bits: they wrap every 34 years) then 4 random
+	 * ones (20 bits): ids made close in time sort together, so a batch's inserts into the
+	 * indexes keyed by task id (tasks, reservations, events) touch the same few pages
+	 * rather than a random page each. The rare equal id is retried by the insert. */
+	uint64_t t = (uint64_t)clock_now_ms();
 	out[0] = 't';
 	out[1] = '-';
-	for (int i = 0; i < 12; i++) {
-		out[2 + i] = alphabet[r & 31];
+	for (int i = 7; i >= 0; i--) {
+		out[2 + i] = alphabet[t & 31];
+		t >>= 5;
+	}
+	for (int i = 0; i < 4; i++) {
+		out[10 + i] = alphabet[r & 31];
 		r >>= 5;
 	}
 	out[14] = '\0';

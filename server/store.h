@@ -17,6 +17,16 @@ struct store;
  * time-out, and runs pending migrations. Returns 0 and *out (caller frees with store_close), or
  * a negative error with the reason in err. */
 int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen);
+/* The WAL bound store_open uses: 64 MiB. */
+#define STORE_WAL_MAX_DEFAULT (64LL << 20)
+/* store_open with the server's settings: open_busy_ms is how long opening (the migrations)
+ * waits for another writer; busy_ms how long every later statement does (the server passes 0:
+ * its event loop never sleeps on a lock, SQLITE_BUSY comes back at once as GWB_EBUSY).
+ * SQLite's automatic checkpoint is off: the owner calls store_checkpoint from its timer, and a
+ * commit that leaves the WAL above wal_max_bytes runs a PASSIVE one. store_open is
+ * store_open_ex(busy_timeout_ms, busy_timeout_ms, STORE_WAL_MAX_DEFAULT). Same returns as store_open. */
+int store_open_ex(struct store **out, const char *path, int open_busy_ms, int busy_ms,
+		  int64_t wal_max_bytes, char *err, size_t errlen);
 /* Closes the database. Accepts NULL. */
 void store_close(struct store *s);
 /* The last SQLite error message of s (valid until the next store call). */
@@ -50,8 +60,46 @@ struct submit_result {
 	int64_t quota_mem, quota_core;
 };
 
+/* ---- group commit ----
+ * Between store_batch_begin and store_batch_commit (or _rollback), store_task_submit and
+ * store_task_cancel each run inside their own SAVEPOINT of the batch's one BEGIN IMMEDIATE
+ * transaction: a refused or failed one undoes only its own writes, a later one sees the
+ * earlier ones' writes (quota and idempotency keys stay exact), and nothing is durable before
+ * the batch's COMMIT (one fsync for the lot). Every other write of the store made while a
+ * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too. */
+
+/* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock) or
+ * GWB_EDB; on failure no batch is open. */
+int store_batch_begin(struct store *s);
+/* Commits the batch (one fsync): 0, or GWB_EBUSY / GWB_EDB, in which case every write of the
+ * batch is rolled back. Either way the batch is closed. A commit that leaves the WAL above
+ * its bound runs a PASSIVE checkpoint (as every commit does). */
+int store_batch_commit(struct store *s);
+/* Rolls the batch back and closes it. */
+void store_batch_rollback(struct store *s);
+
+/* Checkpoints the WAL without waiting for anyone: PASSIVE, or TRUNCATE (truncate 1: the WAL
+ * file emptied, for idle moments). 0 when every frame reached the database, GWB_EBUSY when a
+ * reader or another writer kept part of it (retried on the next call), or GWB_EDB. */
+int store_checkpoint(struct store *s, int truncate);
+/* Runs a PASSIVE checkpoint when the WAL is above its bound. */
+void store_wal_bound(struct store *s);
+struct store_wal_stats {
+	int64_t wal_bytes;        /* frames in the WAL after the last commit or checkpoint */
+	int64_t wal_max_bytes;    /* the bound */
+	int64_t checkpoints;      /* checkpoints run */
+	int64_t checkpoints_busy; /* of which could not finish */
+};
+/* Fills out with the WAL's figures (from memory: no I/O). */
+void store_wal_stats(struct store *s, struct store_wal_stats *out);
+/* Tasks in each state (counts has room for TASK_NSTATES), from the counters kept in memory:
+ * counted from the table at open, then moved by every committed state change of this
+ * connection. */
+void store_task_counts(struct store *s, int64_t *counts);
+
 /* Submits one task: idempotency lookup, quota check, task row, reservation, reserved totals,
- * idempotency record, outbox row and a task event, in one BEGIN IMMEDIATE transaction.
+ * idempotency record, outbox row and a task event, in one BEGIN IMMEDIATE transaction (in a
+ * SAVEPOINT of the batch's inside a batch).
  * key may be NULL (no idempotency); fingerprint identifies the canonical parameters.
  * Returns 0 (res->replayed tells a replay from a new task), GWB_EQUOTA, GWB_ECONFLICT (the key
  * was used with other parameters), GWB_ENOTFOUND (no such team), GWB_EBUSY (the database stayed
@@ -100,14 +148,16 @@ json_t *store_teams_json(struct store *s);
 /* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
 
-/* Number of tasks in each state, indexed by enum task_state (counts has room for
- * TASK_NSTATES). 0 or GWB_EDB. */
+/* Number of tasks in each state, counted over the table (a scan: start-up and tests, not the
+ * loop), indexed by enum task_state (counts has room for TASK_NSTATES). 0 or GWB_EDB. */
 int store_task_state_counts(struct store *s, int64_t *counts);
 
 /* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
 int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
 
-/* Makes a new task id: "t-" and 12 characters of lowercase base32 (60 random bits). */
+/* Makes a new task id: "t-" and 12 characters of lowercase base32 (digits 2-7 and letters, in
+ * ASCII order): 8 of the time in ms, so ids sort by creation and a batch's index inserts stay
+ * on the same pages, then 4 random ones (20 bits; the insert retries an equal id). */
 void store_new_task_id(char out[16]);
 
 /* ---- intents (server/store_outbox.c) ---- */
@@ -160,8 +210,8 @@ int store_intent_failure_add(struct store *s, const struct intent_rx *rx, const 
 			     int64_t now_ms, int64_t *failures);
 
 /* Requests the cancel of task id, durably: state "cancelling", cancel_requested_at, an outbox
- * row of kind "cancel" and a task event, in one transaction. A task that is not cancellable
- * (already cancelling, or final) is left as it is. *state receives the task's state
+ * row of kind "cancel" and a task event, in one transaction (a SAVEPOINT inside a batch).
+ * A task that is not cancellable (already cancelling, or final) is left as it is. *state receives the task's state
  * afterwards; *changed is 1 when this call wrote the request. 0, GWB_ENOTFOUND, GWB_EBUSY or
  * GWB_EDB. */
 int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,

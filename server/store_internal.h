@@ -20,6 +20,19 @@ struct store {
 	/* The outbox insert watcher (store_outbox_watch): the connection's only update hook. */
 	store_outbox_fn outbox_fn;
 	void *outbox_arg;
+	/* Group commit (store_batch_begin): 1 while a batch's transaction is open, so each
+	 * decision runs in its own SAVEPOINT instead of its own transaction. */
+	int in_batch;
+	/* The WAL as the wal hook last saw it (pages), and what bounds it. */
+	int64_t wal_pages;
+	int page_size;
+	int64_t wal_max_bytes;
+	int64_t checkpoints, checkpoint_busy; /* checkpoints run; those that could not finish */
+	/* Tasks by state, kept in memory for /metrics (counted from the table at open); the
+	 * moves of the open transaction wait in count_pend until its COMMIT. */
+	int64_t counts[TASK_NSTATES];
+	int64_t count_pend[TASK_NSTATES];
+	int64_t count_sp[TASK_NSTATES]; /* count_pend when the batch's current unit began */
 };
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
@@ -47,10 +60,21 @@ int store_task_read(sqlite3_stmt *st, struct task *t);
 /* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
  * a preparation error. The statement stays owned by the store. */
 sqlite3_stmt *store_stmt(struct store *s, const char *sql);
-/* BEGIN IMMEDIATE: 0, GWB_EBUSY or GWB_EDB. */
+/* BEGIN IMMEDIATE: 0, GWB_EBUSY or GWB_EDB. Inside a batch (store_batch_begin) it opens
+ * SAVEPOINT "unit" instead, and store_commit / store_rollback release it or undo only its
+ * writes: every transaction of the store's files is a savepoint of the batch there. */
 int store_begin(struct store *s);
-/* COMMIT: 0, GWB_EBUSY or GWB_EDB (the transaction is rolled back on failure). */
+/* COMMIT (RELEASE in a batch): 0, GWB_EBUSY or GWB_EDB (rolled back on failure). */
 int store_commit(struct store *s);
+/* Opens the unit of one decision: store_begin. 0, GWB_EBUSY or GWB_EDB. */
+int store_unit_begin(struct store *s);
+/* Ends the unit opened by store_unit_begin: when rc is 0 commits it (COMMIT, or RELEASE inside
+ * a batch: durable only with the batch's COMMIT) and returns that outcome; otherwise undoes
+ * only this unit's writes (ROLLBACK, or ROLLBACK TO and RELEASE) and returns rc. */
+int store_unit_end(struct store *s, int rc);
+/* Records that a task moved from one state to the other (TASK_NONE: created). Inside a
+ * transaction the move counts once that transaction commits; outside, at once. */
+void store_count_move(struct store *s, enum task_state from, enum task_state to);
 /* ROLLBACK; harmless when no transaction is open. */
 void store_rollback(struct store *s);
 /* Runs one statement to completion, expecting no rows. 0 or GWB_EDB/GWB_EBUSY. */

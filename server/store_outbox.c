@@ -192,7 +192,11 @@ static int set_state(struct store *s, const char *id, enum task_state from, enum
 	sqlite3_bind_int64(st, 2, now_ms);
 	store_bind_text(st, 3, id);
 	store_bind_text(st, 4, task_state_name(from));
-	return store_step_done(s, st);
+	if ((rc = store_step_done(s, st)))
+		return rc;
+	if (sqlite3_changes(s->db) == 1)
+		store_count_move(s, from, to);
+	return 0;
 }
 
 /* One intent inside the caller's transaction. Returns 0 (recorded), 1 (already recorded),
@@ -273,7 +277,7 @@ int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task
 		      int *changed)
 {
 	*changed = 0;
-	int rc = store_begin(s);
+	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
 	enum task_state cur;
@@ -282,16 +286,20 @@ int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task
 	*state = cur;
 	if (!task_state_is(cur, TASK_CANCELLABLE)) {
 		rc = 0;
-		goto out; /* nothing to write: the read-only transaction is rolled back */
+		goto out; /* nothing to write: the read-only unit is closed with nothing in it */
 	}
 	if ((rc = cancel_writes(s, id, cur, now_ms)))
 		goto out;
-	if ((rc = store_commit(s)))
-		return rc;
-	*state = TASK_CANCELLING;
 	*changed = 1;
-	return 0;
 out:
-	store_rollback(s);
-	return rc;
+	rc = store_unit_end(s, rc);
+	if (rc) {
+		*changed = 0;
+		return rc;
+	}
+	if (*changed) {
+		*state = TASK_CANCELLING;
+		store_count_move(s, cur, TASK_CANCELLING);
+	}
+	return 0;
 }

@@ -51,7 +51,7 @@ int store_tasks_active(struct store *s, json_t **ids)
 
 int store_task_observe(struct store *s, struct task *t, const json_t *detail, int64_t now_ms)
 {
-	int rc = store_begin(s);
+	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
 	enum task_state cur;
@@ -79,27 +79,24 @@ int store_task_observe(struct store *s, struct task *t, const json_t *detail, in
 	if (cur != t->state && (rc = store_event_add(s, t->id, now_ms, "state", task_state_name(cur),
 						      task_state_name(t->state), detail)))
 		goto out;
-	if ((rc = store_commit(s)))
+out:
+	rc = store_unit_end(s, rc);
+	if (rc)
 		return rc;
+	if (cur != t->state)
+		store_count_move(s, cur, t->state);
 	t->loaded_state = t->state;
 	t->changed = 0;
 	return 0;
-out:
-	store_rollback(s);
-	return rc;
 }
 
 int store_task_note(struct store *s, const char *id, const char *type, const json_t *detail,
 		    int64_t now_ms)
 {
-	int rc = store_begin(s);
+	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
-	if ((rc = store_event_add(s, id, now_ms, type, NULL, NULL, detail))) {
-		store_rollback(s);
-		return rc;
-	}
-	return store_commit(s);
+	return store_unit_end(s, store_event_add(s, id, now_ms, type, NULL, NULL, detail));
 }
 
 int store_task_release(struct store *s, const char *id, const char *reason,
@@ -107,7 +104,8 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		       int64_t now_ms, int *released)
 {
 	*released = 0;
-	int rc = store_begin(s);
+	enum task_state moved_from = TASK_NONE;
+	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
 	sqlite3_stmt *st = store_stmt(s, "SELECT r.team, r.gpu_memory_mib, r.gpu_core_percent, "
@@ -130,7 +128,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	enum task_state state = task_state_parse(store_col_text(st, 4));
 	sqlite3_reset(st);
 	if (already) {
-		store_rollback(s);
+		store_unit_end(s, GWB_EEXISTS); /* nothing written: closed like a refusal */
 		return 0;
 	}
 	char *ev = jx_dump(evidence);
@@ -177,6 +175,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		    (rc = store_event_add(s, id, now_ms, "state", task_state_name(state),
 					  task_state_name(final_state), NULL)))
 			goto out;
+		moved_from = state;
 	}
 	if (task_reason) {
 		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE id = ?");
@@ -194,15 +193,14 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 				   "evidence", evidence);
 	rc = store_event_add(s, id, now_ms, "released", NULL, NULL, detail);
 	json_decref(detail);
-	if (rc)
-		goto out;
-	rc = store_commit(s);
-	if (rc == 0)
-		*released = 1;
-	return rc;
 out:
-	store_rollback(s);
-	return rc;
+	rc = store_unit_end(s, rc);
+	if (rc)
+		return rc;
+	if (moved_from != TASK_NONE)
+		store_count_move(s, moved_from, final_state);
+	*released = 1;
+	return 0;
 }
 
 int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64_t *res_core,

@@ -8,6 +8,9 @@
 
 #include "server/store.h"
 
+/* Each write below is one transaction of its own, or, inside a batch (store_batch_begin: the
+ * reconciler's safe point), one SAVEPOINT of the batch's transaction, durable with its COMMIT. */
+
 /* The ids of the tasks the reconciler looks after — not final, or final with a reservation
  * not yet released — oldest first, as a new JSON array of strings. 0 or GWB_EDB. */
 int store_tasks_active(struct store *s, json_t **ids);
@@ -20,7 +23,7 @@ int store_tasks_active(struct store *s, json_t **ids);
  * t->changed 0. 0, GWB_ECONFLICT, GWB_ESTATE, GWB_EBUSY or GWB_EDB. */
 int store_task_observe(struct store *s, struct task *t, const json_t *detail, int64_t now_ms);
 
-/* Appends one event to a task's history (its own transaction). detail borrowed, may be NULL. */
+/* Appends one event to a task's history (its own transaction, or savepoint). detail borrowed, may be NULL. */
 int store_task_note(struct store *s, const char *id, const char *type, const json_t *detail,
 		    int64_t now_ms);
 

@@ -206,7 +206,7 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 	memset(res, 0, sizeof *res);
 	res->req_mem = req->gpu_memory_mib * req->gpu_count;
 	res->req_core = req->gpu_core_percent * req->gpu_count;
-	int rc = store_begin(s);
+	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
 	if (key) {
@@ -221,8 +221,10 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 				goto out;
 			}
 			res->replayed = 1;
-			rc = 0;
-			goto out; /* nothing written: the read-only transaction is rolled back */
+			/* Nothing written: undone like a refusal (a pseudo-error keeps the unit's
+			 * end in one place). */
+			rc = GWB_EEXISTS;
+			goto out;
 		}
 	}
 	if ((rc = team_totals(s, req->team, res)))
@@ -232,12 +234,12 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		rc = GWB_EQUOTA;
 		goto out;
 	}
-	if ((rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res)))
-		goto out;
-	return store_commit(s);
+	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res);
 out:
-	store_rollback(s);
-	return rc;
+	rc = store_unit_end(s, rc);
+	if (rc == 0)
+		store_count_move(s, TASK_NONE, TASK_QUEUED);
+	return rc == GWB_EEXISTS && res->replayed ? 0 : rc;
 }
 
 static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)

@@ -68,10 +68,12 @@ out:
 	return rc;
 }
 
+/* active_tasks counts the states that are not final, each through the (team, state) index:
+ * the cost follows the active tasks, not the team's whole history. */
 #define TEAM_SELECT                                                                           \
 	"SELECT name, quota_mem_mib, quota_core_pct, reserved_mem_mib, reserved_core_pct, "   \
 	"token_hash IS NOT NULL, created_at, updated_at, (SELECT COUNT(*) FROM tasks t WHERE " \
-	"t.team = teams.name AND t.state NOT IN (SELECT value FROM json_each(?9))) FROM teams "
+	"t.team = teams.name AND t.state IN (SELECT value FROM json_each(?9))) FROM teams "
 
 static json_t *pair(int64_t mem, int64_t core)
 {
@@ -100,7 +102,7 @@ json_t *store_team_json(struct store *s, const char *team)
 	if (!st)
 		return NULL;
 	store_bind_text(st, 1, team);
-	store_bind_states(st, 9, TASK_FINAL, 0);
+	store_bind_states(st, 9, 0, TASK_FINAL);
 	json_t *out = sqlite3_step(st) == SQLITE_ROW ? team_row_json(st) : NULL;
 	sqlite3_reset(st);
 	return out;
@@ -112,7 +114,7 @@ json_t *store_teams_json(struct store *s)
 	json_t *arr = json_array();
 	if (!st)
 		return arr;
-	store_bind_states(st, 9, TASK_FINAL, 0);
+	store_bind_states(st, 9, 0, TASK_FINAL);
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(arr, team_row_json(st));
 	sqlite3_reset(st);

@@ -1,0 +1,181 @@
+/* The store's group commit against a real SQLite file: savepoints that undo only their own
+ * decision, later decisions that see earlier ones, nothing visible to another connection
+ * before the batch's COMMIT, a rolled-back batch that leaves nothing, the counters kept in
+ * memory equal to a count over the table, and checkpoints that empty the WAL. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+#include "server/store.h"
+#include "server/store_recon.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/t.h"
+
+__attribute__((constructor)) static void quiet(void)
+{
+	log_level_min = LOG_WARN;
+}
+
+static struct store *open_store(const char *path, int busy_ms)
+{
+	struct store *s = NULL;
+	char err[256];
+	int rc = store_open_ex(&s, path, 10000, busy_ms, 1 << 20, err, sizeof err);
+	CHECKF(rc == 0, "store_open_ex: %s", err);
+	return s;
+}
+
+static void close_store(void *arg)
+{
+	store_close(arg);
+}
+
+static struct task_req req_of(const char *team, int64_t mem)
+{
+	struct task_req q = { team, "t", mem, 10, 1, 60, "LS", "normal" };
+	return q;
+}
+
+static int64_t reserved_mem(struct store *s, const char *team)
+{
+	json_t *t = store_team_json(s, team);
+	CHECK(t != NULL);
+	int64_t v = json_integer_value(
+		json_object_get(json_object_get(t, "reserved"), "gpu_memory_mib"));
+	json_decref(t);
+	return v;
+}
+
+/* The counters kept in memory equal a count over the table. */
+static void check_counts(struct store *s)
+{
+	int64_t mem[TASK_NSTATES], table[TASK_NSTATES];
+	store_task_counts(s, mem);
+	CHECK_INT(store_task_state_counts(s, table), 0);
+	for (int i = 0; i < TASK_NSTATES; i++)
+		CHECKF(mem[i] == table[i], "%s: %lld in memory, %lld in the table",
+		       task_state_name((enum task_state)i), (long long)mem[i],
+		       (long long)table[i]);
+}
+
+static int64_t tasks_seen_by(struct store *other)
+{
+	int64_t c[TASK_NSTATES], n = 0;
+	CHECK_INT(store_task_state_counts(other, c), 0);
+	for (int i = 0; i < TASK_NSTATES; i++)
+		n += c[i];
+	return n;
+}
+
+TEST(store_batch_savepoints_undo_only_their_own_decision)
+{
+	const char *db = h_path("b.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	struct store *other = open_store(db, 0);
+	t_defer(close_store, other);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 1, &created), 0);
+	struct submit_result a, b, c, d, e;
+	struct task_req one = req_of("alpha", 1024), big = req_of("alpha", 8192);
+	struct task_req other_params = req_of("alpha", 2048), nobody = req_of("nobody", 1);
+
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_submit(s, &one, "k1", "fp1", 10, 100000, &a), 0);
+	CHECK_INT(store_task_submit(s, &big, NULL, "fp2", 10, 100000, &b), GWB_EQUOTA);
+	/* The refusal saw the first decision's reservation. */
+	CHECK_INT(b.reserved_mem, 1024);
+	CHECK_INT(store_task_submit(s, &one, "k1", "fp1", 10, 100000, &c), 0);
+	CHECK(c.replayed);
+	CHECK_STR(c.task_id, a.task_id);
+	CHECK_INT(store_task_submit(s, &other_params, "k1", "fp3", 10, 100000, &d),
+		  GWB_ECONFLICT);
+	CHECK_INT(store_task_submit(s, &nobody, NULL, "fp4", 10, 100000, &e), GWB_ENOTFOUND);
+	CHECK_INT(store_task_submit(s, &one, NULL, "fp1", 10, 100000, &e), 0);
+	enum task_state st;
+	int changed = 0;
+	CHECK_INT(store_task_cancel(s, e.task_id, 11, &st, &changed), 0);
+	CHECK(changed);
+	CHECK_INT(st, TASK_CANCELLING);
+	CHECK_INT(store_task_note(s, a.task_id, "note", NULL, 12), 0);
+	/* Nothing is visible to another connection before the COMMIT. */
+	CHECK_INT(tasks_seen_by(other), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(tasks_seen_by(other), 2);
+	CHECK_INT(reserved_mem(other, "alpha"), 2048);
+	check_counts(s);
+	int64_t counts[TASK_NSTATES];
+	store_task_counts(s, counts);
+	CHECK_INT(counts[TASK_QUEUED], 1);
+	CHECK_INT(counts[TASK_CANCELLING], 1);
+}
+
+TEST(store_batch_rolled_back_leaves_nothing)
+{
+	const char *db = h_path("r.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 4096, 1000, NULL, 1, &created), 0);
+	struct task_req one = req_of("alpha", 1024);
+	struct submit_result a;
+	CHECK_INT(store_task_submit(s, &one, NULL, "fp", 1, 100000, &a), 0);
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_submit(s, &one, "k", "fp", 2, 100000, &a), 0);
+	enum task_state st;
+	int changed = 0;
+	CHECK_INT(store_task_cancel(s, a.task_id, 3, &st, &changed), 0);
+	store_batch_rollback(s);
+	CHECK_INT(reserved_mem(s, "alpha"), 1024);
+	CHECK_INT(tasks_seen_by(s), 1);
+	check_counts(s);
+	/* The key was not consumed: the same submission creates now. */
+	CHECK_INT(store_task_submit(s, &one, "k", "fp", 4, 100000, &a), 0);
+	CHECK(!a.replayed);
+	check_counts(s);
+}
+
+TEST(store_batch_busy_at_once_when_another_connection_writes)
+{
+	const char *db = h_path("l.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	struct store *holder = open_store(db, 0);
+	t_defer(close_store, holder);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 4096, 1000, NULL, 1, &created), 0);
+	CHECK_INT(store_batch_begin(holder), 0); /* holds the write lock */
+	CHECK_INT(store_batch_begin(s), GWB_EBUSY);
+	struct task_req one = req_of("alpha", 1024);
+	struct submit_result a;
+	CHECK_INT(store_task_submit(s, &one, NULL, "fp", 1, 100000, &a), GWB_EBUSY);
+	store_batch_rollback(holder);
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_submit(s, &one, NULL, "fp", 1, 100000, &a), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	check_counts(s);
+}
+
+TEST(store_checkpoint_truncate_empties_the_wal)
+{
+	const char *db = h_path("w.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 1 << 20, 100000, NULL, 1, &created), 0);
+	struct task_req one = req_of("alpha", 1);
+	struct submit_result a;
+	CHECK_INT(store_batch_begin(s), 0);
+	for (int i = 0; i < 50; i++)
+		CHECK_INT(store_task_submit(s, &one, NULL, "fp", 1, 100000, &a), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	struct store_wal_stats w;
+	store_wal_stats(s, &w);
+	CHECK(w.wal_bytes > 0);
+	CHECK_INT(store_checkpoint(s, 1), 0);
+	store_wal_stats(s, &w);
+	CHECK_INT(w.wal_bytes, 0);
+	CHECK_INT(w.checkpoints, 1);
+	check_counts(s);
+}
