@@ -495,3 +495,36 @@ char *h_kubesim_gpu_job(const char *name, int mem_mib, int core, const char *con
 	json_decref(job);
 	return s;
 }
+
+/* ---- the whole stack ---- */
+
+void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesim_flags,
+		   const char *const *env, const char *team, const char *team_body)
+{
+	h_kubesim_init(&st->ks);
+	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
+		st->ks.args[i] = kubesim_flags[i];
+	h_kubesim_start(&st->ks);
+	h_server_init(&st->srv);
+	snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
+	int n = 0;
+	st->srv.env[n++] = st->env_kube;
+	st->srv.env[n++] = "GWB_HOUSEKEEPING_INTERVAL_MS=100";
+	st->srv.env[n++] = "GWB_RECONCILE_RESYNC_MS=500";
+	if (with_redis) {
+		h_redis_start(&st->redis);
+		snprintf(st->env_redis, sizeof st->env_redis, "GWB_REDIS=%s", st->redis.url);
+		st->srv.env[n++] = st->env_redis;
+	}
+	for (const char *const *e = env; e && *e && n < 31; e++)
+		st->srv.env[n++] = *e;
+	st->srv.env[n] = NULL;
+	h_server_start(&st->srv);
+	char path[128];
+	snprintf(path, sizeof path, "/v1/teams/%s", team);
+	struct h_resp r;
+	h_req(&r, "PUT", st->srv.proc.url, path, st->srv.admin, team_body, NULL);
+	CHECKF(r.status == 201, "team %s: %ld %s", team, r.status, r.body);
+	h_resp_free(&r);
+}

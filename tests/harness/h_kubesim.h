@@ -105,4 +105,20 @@ char *h_kubesim_gpu_job(const char *name, int mem_mib, int core, const char *con
 /* The repository root (where deploy/ lives), found from the cwd or $GWB_BIN. */
 const char *h_repo_root(void);
 
+/* The whole local stack of an integration case: kubesim running the real gwb-worker, a
+ * redis-server when asked, and gwb-server on them. */
+struct h_stack {
+	struct h_kubesim ks;
+	struct h_redis redis;
+	struct h_server srv;
+	char env_kube[300];
+	char env_redis[PATH_MAX + 32];
+};
+/* Starts kubesim (with kubesim_flags, NULL-terminated, may be NULL), redis-server when
+ * with_redis, and gwb-server with a 100 ms housekeeping tick, a 500 ms resync and env (more
+ * "K=V" settings, NULL-terminated, may be NULL; later ones win); then creates team with
+ * team_body (PUT /v1/teams/TEAM as the admin). Fails the case on any error. */
+void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesim_flags,
+		   const char *const *env, const char *team, const char *team_body);
+
 #endif

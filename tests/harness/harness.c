@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -580,4 +581,43 @@ char *h_raw(const char *url, const char *bytes, size_t len, int timeout_ms)
 	out[got] = '\0';
 	close(fd);
 	return out;
+}
+
+/* ---- reading the server's state directly ---- */
+
+long long h_sql_int(const char *db, const char *sql)
+{
+	sqlite3 *h;
+	CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+	sqlite3_busy_timeout(h, 5000);
+	sqlite3_stmt *st;
+	CHECKF(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+	       sqlite3_errmsg(h));
+	long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	return v;
+}
+
+double h_metric(const char *base, const char *name, const char *match)
+{
+	struct h_resp r;
+	h_req(&r, "GET", base, "/metrics", NULL, NULL, NULL);
+	CHECK_INT(r.status, 200);
+	double sum = 0;
+	size_t nl = strlen(name);
+	for (char *line = r.body; line && *line;) {
+		char *end = strchr(line, '\n');
+		if (end)
+			*end = '\0';
+		if (strncmp(line, name, nl) == 0 && (line[nl] == ' ' || line[nl] == '{') &&
+		    (!match || strstr(line, match))) {
+			char *sp = strrchr(line, ' ');
+			if (sp)
+				sum += strtod(sp + 1, NULL);
+		}
+		line = end ? end + 1 : NULL;
+	}
+	h_resp_free(&r);
+	return sum;
 }

@@ -91,6 +91,12 @@ int h_http(struct h_resp *r, const char *method, const char *url, const char *to
 /* h_http that fails the case when no answer comes. */
 void h_req(struct h_resp *r, const char *method, const char *base, const char *path,
 	   const char *token, const char *body, const char *const *headers);
+/* The first column of the first row of sql on the SQLite file db, opened read-only (a 5 s busy
+ * wait), or -1 when there is no row; fails the case when the statement is not valid. */
+long long h_sql_int(const char *db, const char *sql);
+/* The sum of the samples of the Prometheus metric name (exact name, any labels) at base's
+ * /metrics whose line contains match (NULL: every sample). */
+double h_metric(const char *base, const char *name, const char *match);
 /* Value of a response header (case-insensitive name) in a static buffer, or NULL. */
 const char *h_header(const struct h_resp *r, const char *name);
 void h_resp_free(struct h_resp *r);

@@ -43,42 +43,7 @@ static void task_body(char *out, size_t len, const char *team, int mem)
 		 team, mem);
 }
 
-/* Sum of the samples of metric name (exact name, any labels). */
-static double metric(const char *url, const char *name)
-{
-	struct h_resp r;
-	h_req(&r, "GET", url, "/metrics", NULL, NULL, NULL);
-	CHECK_INT(r.status, 200);
-	double sum = 0;
-	size_t nl = strlen(name);
-	for (char *line = r.body; line && *line;) {
-		char *end = strchr(line, '\n');
-		if (end)
-			*end = '\0';
-		if (strncmp(line, name, nl) == 0 && (line[nl] == ' ' || line[nl] == '{')) {
-			char *sp = strrchr(line, ' ');
-			if (sp)
-				sum += strtod(sp + 1, NULL);
-		}
-		line = end ? end + 1 : NULL;
-	}
-	h_resp_free(&r);
-	return sum;
-}
 
-static long long sql_int(const char *db, const char *sql)
-{
-	sqlite3 *h;
-	CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-	sqlite3_busy_timeout(h, 5000);
-	sqlite3_stmt *stmt;
-	CHECKF(sqlite3_prepare_v2(h, sql, -1, &stmt, NULL) == SQLITE_OK, "%s: %s", sql,
-	       sqlite3_errmsg(h));
-	long long v = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
-	sqlite3_finalize(stmt);
-	sqlite3_close(h);
-	return v;
-}
 
 /* A TCP connection to the server of url ("http://127.0.0.1:PORT"). */
 static int conn_open(const char *url)
@@ -164,8 +129,8 @@ static int mixed_batch(const char *url, const char *db, int attempt)
 	len[B_CONFLICT] = post_bytes(req[B_CONFLICT], sizeof req[0], token, keyc, other);
 	len[B_INVALID] = post_bytes(req[B_INVALID], sizeof req[0], token, NULL, "{\"team\": 7}");
 
-	double batches0 = metric(url, "gwb_store_batches_total");
-	double held0 = metric(url, "gwb_store_batch_requests_total");
+	double batches0 = h_metric(url, "gwb_store_batches_total", NULL);
+	double held0 = h_metric(url, "gwb_store_batch_requests_total", NULL);
 	/* Every connection is open before the first byte goes: the server reads them in one
 	 * or two loop turns. */
 	int fds[B_N];
@@ -177,8 +142,8 @@ static int mixed_batch(const char *url, const char *db, int attempt)
 	const char *bodies[B_N];
 	for (int i = 0; i < B_N; i++)
 		st[i] = read_answer(fds[i], ans[i], sizeof ans[i], &bodies[i]);
-	double batches = metric(url, "gwb_store_batches_total") - batches0;
-	double held = metric(url, "gwb_store_batch_requests_total") - held0;
+	double batches = h_metric(url, "gwb_store_batches_total", NULL) - batches0;
+	double held = h_metric(url, "gwb_store_batch_requests_total", NULL) - held0;
 
 	CHECKF(st[B_V1] == 201, "plain: %d %s", st[B_V1], bodies[B_V1]);
 	/* Two with one key: the first creates, the second replays it. */
@@ -195,13 +160,13 @@ static int mixed_batch(const char *url, const char *db, int attempt)
 	/* The store holds exactly what was acknowledged: three tasks, the quota full. */
 	char sql[256];
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM tasks WHERE team = '%s'", team);
-	CHECK_INT(sql_int(db, sql), 3);
+	CHECK_INT(h_sql_int(db, sql), 3);
 	snprintf(sql, sizeof sql, "SELECT reserved_mem_mib FROM teams WHERE name = '%s'", team);
-	CHECK_INT(sql_int(db, sql), 3072);
+	CHECK_INT(h_sql_int(db, sql), 3072);
 	snprintf(sql, sizeof sql,
 		 "SELECT count(*) FROM idempotency_keys WHERE team = '%s' AND key = '%s'", team,
 		 keya);
-	CHECK_INT(sql_int(db, sql), 1);
+	CHECK_INT(h_sql_int(db, sql), 1);
 	t_log("attempt %d: %.0f batch(es) held %.0f decisions", attempt, batches, held);
 	/* The invalid body is refused before the batch: six decisions were deferred. */
 	CHECK_INT((long long)held, 6);
@@ -276,12 +241,12 @@ TEST(commit_write_lock_held_elsewhere_gives_503_and_healthz_answers)
 	sqlite3_close(lock);
 	t_log("%d rounds under the lock, each answered", rounds);
 	CHECK(busy >= 1);
-	CHECK(metric(s.proc.url, "gwb_store_batches_failed_total") >= busy);
+	CHECK(h_metric(s.proc.url, "gwb_store_batches_failed_total", NULL) >= busy);
 	/* Let go: the same submission now goes through. */
 	h_req(&r, "POST", s.proc.url, "/v1/tasks", "alpha-token-123", body, NULL);
 	CHECK_INT(r.status, 201);
 	h_resp_free(&r);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM tasks"), 2);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks"), 2);
 	h_server_stop(&s);
 }
 
@@ -337,7 +302,7 @@ TEST_T(commit_kill9_mid_burst_keeps_every_201_and_exact_books, 300)
 	close(gate[1]); /* all start together */
 	/* The middle of the burst: some tasks are in, the burst is not over. */
 	int64_t deadline = clock_mono_ms() + 120000;
-	while (metric(s.proc.url, "gwb_store_batch_requests_total") < 200 &&
+	while (h_metric(s.proc.url, "gwb_store_batch_requests_total", NULL) < 200 &&
 	       clock_mono_ms() < deadline)
 		h_sleep_ms(5);
 	h_server_kill9(&s);
@@ -346,7 +311,7 @@ TEST_T(commit_kill9_mid_burst_keeps_every_201_and_exact_books, 300)
 		waitpid(pids[i], &st, 0);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	long long stored_before = sql_int(s.db, "SELECT count(*) FROM tasks");
+	long long stored_before = h_sql_int(s.db, "SELECT count(*) FROM tasks");
 	h_server_start(&s);
 	int acked = 0;
 	for (int i = 0; i < BURST_PROCS; i++) {
@@ -357,32 +322,32 @@ TEST_T(commit_kill9_mid_burst_keeps_every_201_and_exact_books, 300)
 			line[strcspn(line, "\n")] = '\0';
 			char sql[160];
 			snprintf(sql, sizeof sql, "SELECT count(*) FROM tasks WHERE id = '%s'", line);
-			CHECKF(sql_int(s.db, sql) == 1, "acknowledged %s lost after kill -9", line);
+			CHECKF(h_sql_int(s.db, sql) == 1, "acknowledged %s lost after kill -9", line);
 			acked++;
 		}
 		fclose(f);
 	}
-	long long stored = sql_int(s.db, "SELECT count(*) FROM tasks");
+	long long stored = h_sql_int(s.db, "SELECT count(*) FROM tasks");
 	t_log("%d acknowledged before the kill, %lld stored (%lld before the restart) of %d",
 	      acked, stored, stored_before, BURST_PROCS * BURST_EACH);
 	CHECK(acked > 0);
 	CHECK(stored >= acked);
 	/* Every stored task has its reservation, and the team's books are their sum. */
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM tasks t LEFT JOIN reservations r ON "
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks t LEFT JOIN reservations r ON "
 				"r.task_id = t.id WHERE r.task_id IS NULL"),
 		  0);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM reservations"), stored);
-	CHECK_INT(sql_int(s.db, "SELECT reserved_mem_mib - (SELECT total(gpu_memory_mib) FROM "
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM reservations"), stored);
+	CHECK_INT(h_sql_int(s.db, "SELECT reserved_mem_mib - (SELECT total(gpu_memory_mib) FROM "
 				"reservations WHERE team = 'alpha' AND released = 0) FROM teams "
 				"WHERE name = 'alpha'"),
 		  0);
-	CHECK_INT(sql_int(s.db, "SELECT reserved_core_pct - (SELECT total(gpu_core_percent) FROM "
+	CHECK_INT(h_sql_int(s.db, "SELECT reserved_core_pct - (SELECT total(gpu_core_percent) FROM "
 				"reservations WHERE team = 'alpha' AND released = 0) FROM teams "
 				"WHERE name = 'alpha'"),
 		  0);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM outbox WHERE kind = 'create'"), stored);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE kind = 'create'"), stored);
 	/* The counters kept in memory start from the store. */
-	CHECK_INT((long long)metric(s.proc.url, "gwb_tasks"), stored);
+	CHECK_INT((long long)h_metric(s.proc.url, "gwb_tasks", NULL), stored);
 	h_server_stop(&s);
 }
 
@@ -409,12 +374,12 @@ TEST(commit_client_gone_before_its_answer)
 	h_req(&r, "POST", s.proc.url, "/v1/tasks", "alpha-token-123", body, NULL);
 	CHECK_INT(r.status, 201);
 	h_resp_free(&r);
-	long long stored = sql_int(s.db, "SELECT count(*) FROM tasks");
+	long long stored = h_sql_int(s.db, "SELECT count(*) FROM tasks");
 	t_log("%lld of %d stored; %.0f answers found their client gone", stored - 1, N,
-	      metric(s.proc.url, "gwb_http_replies_client_gone_total"));
+	      h_metric(s.proc.url, "gwb_http_replies_client_gone_total", NULL));
 	CHECK(stored >= 1 && stored <= N + 1);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM reservations"), stored);
-	CHECK_INT((long long)metric(s.proc.url, "gwb_tasks"), stored);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM reservations"), stored);
+	CHECK_INT((long long)h_metric(s.proc.url, "gwb_tasks", NULL), stored);
 	h_server_stop(&s);
 }
 

@@ -5,7 +5,6 @@
  * queued grace is not pulled into the client's queue either. Redis, SQLite and kubesim
  * are inspected directly, never through the code under test. */
 #include <hiredis/hiredis.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,52 +14,26 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
-#define ADMIN "admin-secret"
 #define TOK "alpha-token-123"
-
-struct stack {
-	struct h_kubesim ks;
-	struct h_redis redis;
-	struct h_server srv;
-	char env_kube[300];
-	char env_redis[PATH_MAX + 32];
-};
 
 /* Extra kubesim flags for the next stack_start (NULL-terminated), or NULL. */
 static const char *const *kubesim_flags;
 
-static void stack_start(struct stack *st, int with_redis, const char *const *extra_env)
+/* kubesim (real worker) + gwb-server with a fast housekeeping tick; redis when with_redis;
+ * team alpha with token TOK. */
+static void stack_start(struct h_stack *st, int with_redis, const char *const *extra_env)
 {
-	h_kubesim_init(&st->ks);
-	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
-	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
-		st->ks.args[i] = kubesim_flags[i];
-	h_kubesim_start(&st->ks);
-	h_server_init(&st->srv);
-	snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
+	const char *env[32];
 	int n = 0;
-	st->srv.env[n++] = st->env_kube;
-	st->srv.env[n++] = "GWB_HOUSEKEEPING_INTERVAL_MS=100";
-	st->srv.env[n++] = "GWB_RECONCILE_RESYNC_MS=500";
-	if (with_redis) {
-		h_redis_start(&st->redis);
-		snprintf(st->env_redis, sizeof st->env_redis, "GWB_REDIS=%s", st->redis.url);
-		st->srv.env[n++] = st->env_redis;
-	}
-	for (const char *const *e = extra_env; e && *e; e++)
-		st->srv.env[n++] = *e;
-	st->srv.env[n] = NULL;
-	h_server_start(&st->srv);
-	struct h_resp r;
-	h_req(&r, "PUT", st->srv.proc.url, "/v1/teams/alpha", ADMIN,
-	      "{\"gpu_memory_mib\": 10485760, \"gpu_core_percent\": 1000000, \"token\": \"" TOK
-	      "\"}",
-	      NULL);
-	CHECKF(r.status == 201, "team: %ld %s", r.status, r.body);
-	h_resp_free(&r);
+	for (const char *const *e = extra_env; e && *e && n < 31; e++)
+		env[n++] = *e;
+	env[n] = NULL;
+	h_stack_start(st, with_redis, kubesim_flags, env, "alpha",
+		      "{\"gpu_memory_mib\": 10485760, \"gpu_core_percent\": 1000000, \"token\": \"" TOK
+		      "\"}");
 }
 
-static void submit(struct stack *st, int mem, int core, int secs, char *id)
+static void submit(struct h_stack *st, int mem, int core, int secs, char *id)
 {
 	char body[256];
 	snprintf(body, sizeof body,
@@ -74,42 +47,11 @@ static void submit(struct stack *st, int mem, int core, int secs, char *id)
 	h_resp_free(&r);
 }
 
-static long long sql_int(const char *db, const char *sql)
-{
-	sqlite3 *h;
-	CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-	sqlite3_busy_timeout(h, 5000);
-	sqlite3_stmt *stmt;
-	CHECKF(sqlite3_prepare_v2(h, sql, -1, &stmt, NULL) == SQLITE_OK, "%s: %s", sql,
-	       sqlite3_errmsg(h));
-	long long v = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
-	sqlite3_finalize(stmt);
-	sqlite3_close(h);
-	return v;
-}
 
 /* Sum of every sample of metric name whose labels contain match (NULL: any). */
-static double metric(struct stack *st, const char *name, const char *match)
+static double metric(struct h_stack *st, const char *name, const char *match)
 {
-	struct h_resp r;
-	h_req(&r, "GET", st->srv.proc.url, "/metrics", NULL, NULL, NULL);
-	CHECK_INT(r.status, 200);
-	double sum = 0;
-	size_t nl = strlen(name);
-	for (char *line = r.body; line && *line;) {
-		char *end = strchr(line, '\n');
-		if (end)
-			*end = '\0';
-		if (strncmp(line, name, nl) == 0 && (line[nl] == ' ' || line[nl] == '{') &&
-		    (!match || strstr(line, match))) {
-			char *sp = strrchr(line, ' ');
-			if (sp)
-				sum += strtod(sp + 1, NULL);
-		}
-		line = end ? end + 1 : NULL;
-	}
-	h_resp_free(&r);
-	return sum;
+	return h_metric(st->srv.proc.url, name, match);
 }
 
 #define WAIT_FOR(cond, ms, ...)                                          \
@@ -122,21 +64,21 @@ static double metric(struct stack *st, const char *name, const char *match)
 		}                                                        \
 	} while (0)
 
-static void fault(struct stack *st, const char *body)
+static void fault(struct h_stack *st, const char *body)
 {
 	long s = h_kubesim_ctl(&st->ks, body ? "PUT" : "DELETE", "/_kubesim/faults", body, NULL);
 	CHECKF(s == 200, "fault %s: %ld", body ? body : "clear", s);
 }
 
-static long long jobs_created(struct stack *st)
+static long long jobs_created(struct h_stack *st)
 {
-	return sql_int(st->srv.db, "SELECT count(*) FROM tasks WHERE job_uid IS NOT NULL AND "
+	return h_sql_int(st->srv.db, "SELECT count(*) FROM tasks WHERE job_uid IS NOT NULL AND "
 				   "job_uid != ''");
 }
 
-static long long unknowns(struct stack *st)
+static long long unknowns(struct h_stack *st)
 {
-	return sql_int(st->srv.db, "SELECT count(*) FROM task_events WHERE to_state = 'unknown'");
+	return h_sql_int(st->srv.db, "SELECT count(*) FROM task_events WHERE to_state = 'unknown'");
 }
 
 TEST_T(flow_timeout_counts_from_the_send, 90)
@@ -144,7 +86,7 @@ TEST_T(flow_timeout_counts_from_the_send, 90)
 	/* One request at a time, each answered after 300 ms, a 1 s time-out: the later
 	 * requests wait in the local queue far longer than their time-out, and still end OK. */
 	const char *env[] = { "GWB_KUBE_MAX_INFLIGHT=1", "GWB_KUBE_REQUEST_TIMEOUT_MS=1000", NULL };
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, env);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
 	fault(&st, "{\"slow_ms\": 300}");
@@ -164,7 +106,7 @@ TEST_T(flow_timeout_counts_from_the_send, 90)
 
 TEST_T(flow_429_then_success_is_never_unknown, 90)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
 	double before = metric(&st, "gwb_kube_requests_total", "code=\"429\"");
@@ -181,7 +123,7 @@ TEST_T(flow_429_then_success_is_never_unknown, 90)
 	snprintf(sql, sizeof sql,
 		 "SELECT count(*) FROM task_events WHERE task_id = '%s' AND type = 'api_unreachable'",
 		 id);
-	CHECK_INT(sql_int(st.srv.db, sql), 0);
+	CHECK_INT(h_sql_int(st.srv.db, sql), 0);
 	json_t *list = NULL;
 	CHECK_INT(h_kube(&st.ks, "GET",
 			 "/apis/batch/v1/namespaces/gpu-workbench/jobs?labelSelector=gwb.io%2Fmanaged"
@@ -213,7 +155,7 @@ static long long redis_int(redisContext *c, const char *cmd)
 }
 
 /* Deliveries the server's consumer holds now (/readyz). */
-static long long readyz_in_flight(struct stack *st)
+static long long readyz_in_flight(struct h_stack *st)
 {
 	struct h_resp rz;
 	h_req(&rz, "GET", st->srv.proc.url, "/readyz", NULL, NULL, NULL);
@@ -231,7 +173,7 @@ TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 	 * rightly make its task unknown). */
 	const char *env[] = { "GWB_KUBE_MAX_INFLIGHT=2", "GWB_QUEUE_CONSUMER=steady",
 			      "GWB_KUBE_REQUEST_TIMEOUT_MS=60000", NULL };
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 1, env);
 	redisContext *c = rc_open(&st.redis);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
@@ -252,7 +194,7 @@ TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 		if (held > most_held)
 			most_held = held;
 		long long pending = redis_int(c, "XPENDING gwb:intents reconcilers");
-		long long handled = sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes");
+		long long handled = h_sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes");
 		if (pending > most_pending)
 			most_pending = pending;
 		if (i >= N && N - handled - pending > 10)
@@ -266,9 +208,9 @@ TEST_T(flow_burst_waits_in_the_stream_kill9_no_dead_letters, 120)
 	h_server_kill9(&st.srv);
 	h_server_start(&st.srv);
 	t_log("restarted: %lld Jobs created", jobs_created(&st));
-	WAIT_FOR(sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes") == N, 90000,
+	WAIT_FOR(h_sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes") == N, 90000,
 		 "handled %lld of %d",
-		 sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes"), N);
+		 h_sql_int(st.srv.db, "SELECT count(*) FROM intent_outcomes"), N);
 	/* Handed to the reconciler: never more than its room (2 x max_inflight). In Redis an
 	 * entry stays pending until its XACK lands, a moment after it was answered: a little
 	 * more. */
@@ -299,7 +241,7 @@ TEST_T(flow_overdue_backlog_waits_for_room, 90)
 	 * intent, but only while the client has room, so the backlog stays in the stream and
 	 * the client's local queue stays short. */
 	const char *env[] = { "GWB_KUBE_MAX_INFLIGHT=2", "GWB_RECONCILE_QUEUED_GRACE_MS=0", NULL };
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 1, env);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
 	fault(&st, "{\"slow_ms\": 300}");
@@ -330,7 +272,7 @@ TEST_T(flow_burst_of_300_against_an_inflight_limit_of_8, 240)
 	const char *flags[] = { "--max-mutating-requests-inflight", "8", "--max-requests-inflight",
 				"8", NULL };
 	kubesim_flags = flags;
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 1, NULL);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
 	fault(&st, "{\"slow_ms\": 50}");
@@ -338,9 +280,9 @@ TEST_T(flow_burst_of_300_against_an_inflight_limit_of_8, 240)
 	char id[32];
 	for (int i = 0; i < N; i++)
 		submit(&st, 16, 1, 1, id);
-	WAIT_FOR(sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE state = 'succeeded'") == N,
+	WAIT_FOR(h_sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE state = 'succeeded'") == N,
 		 200000, "succeeded: %lld of %d, 429s so far %.0f",
-		 sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE state = 'succeeded'"), N,
+		 h_sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE state = 'succeeded'"), N,
 		 metric(&st, "gwb_kube_requests_total", "code=\"429\""));
 	double throttled = metric(&st, "gwb_kube_requests_total", "code=\"429\"");
 	t_log("429 answers: %.0f, retried: %.0f", throttled,
@@ -348,6 +290,6 @@ TEST_T(flow_burst_of_300_against_an_inflight_limit_of_8, 240)
 	CHECKF(throttled > 0, "kubesim never answered 429: the case proves nothing");
 	CHECK_INT(unknowns(&st), 0);
 	CHECK(metric(&st, "gwb_intents_dead_lettered_total", NULL) == 0);
-	WAIT_FOR(sql_int(st.srv.db, "SELECT count(*) FROM reservations WHERE released = 0") == 0,
+	WAIT_FOR(h_sql_int(st.srv.db, "SELECT count(*) FROM reservations WHERE released = 0") == 0,
 		 30000, "reservations still held");
 }

@@ -79,21 +79,6 @@ static const char *fv_str(const redisReply *fv, const char *name)
 	return v ? v->str : NULL;
 }
 
-/* ---- SQLite, read directly ---- */
-
-static long long sql_int(const char *db, const char *sql)
-{
-	sqlite3 *h;
-	CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-	sqlite3_busy_timeout(h, 5000);
-	sqlite3_stmt *st;
-	CHECKF(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-	       sqlite3_errmsg(h));
-	long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-	sqlite3_finalize(st);
-	sqlite3_close(h);
-	return v;
-}
 
 static void sql_exec(const char *db, const char *sql)
 {
@@ -177,13 +162,13 @@ static char *task_state(const char *url, const char *id, char *out, size_t len)
 /* Every intent_received event count per task is exactly one, for n tasks. */
 static void check_received_once(const char *db, long long n)
 {
-	CHECK_INT(sql_int(db, "SELECT count(DISTINCT task_id) FROM task_events WHERE type = "
+	CHECK_INT(h_sql_int(db, "SELECT count(DISTINCT task_id) FROM task_events WHERE type = "
 			      "'intent_received'"),
 		  n);
-	CHECK_INT(sql_int(db, "SELECT count(*) FROM (SELECT task_id FROM task_events WHERE type = "
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM (SELECT task_id FROM task_events WHERE type = "
 			      "'intent_received' GROUP BY task_id HAVING count(*) <> 1)"),
 		  0);
-	CHECK_INT(sql_int(db, "SELECT count(*) FROM intent_outcomes"), n);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM intent_outcomes"), n);
 }
 
 /* ---- msgpack, decoded here with msgpack-c itself ---- */
@@ -269,7 +254,7 @@ TEST_T(queue_submit_entry_readable_group_and_body, 60)
 				  "'%s' AND published_at IS NOT NULL",
 		 id, x->element[0]->element[0]->str);
 	freeReplyObject(x);
-	CHECK_INT(sql_int(s.db, sql), 1);
+	CHECK_INT(h_sql_int(s.db, sql), 1);
 	char st[32];
 	WAIT_FOR(strcmp(task_state(s.proc.url, id, st, sizeof st), "creating") == 0, 10000,
 		 "task stayed %s", st);
@@ -289,7 +274,7 @@ TEST_T(queue_redis_down_during_200_submissions, 90)
 	char id[33];
 	for (int i = 0; i < 50; i++)
 		submit(s.proc.url, "before", 64, id);
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 50, 20000,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 50, 20000,
 		 "first 50 not consumed");
 	(void)c; /* its connection dies with this Redis; freed when the case ends */
 	/* Stopped: its data goes with it (no persistence), like a lost cache node. */
@@ -305,16 +290,16 @@ TEST_T(queue_redis_down_during_200_submissions, 90)
 	       "readyz: %s", rz.body);
 	CHECK(json_is_true(json_object_get(rz.json, "ready")));
 	h_resp_free(&rz);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL"), 100);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL"), 100);
 	h_redis_restart(&r);
 	for (int i = 0; i < 50; i++)
 		submit(s.proc.url, "after", 64, id);
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 200, 30000,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 200, 30000,
 		 "only %lld of 200 consumed",
-		 sql_int(s.db, "SELECT count(*) FROM intent_outcomes"));
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM tasks"), 200);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM tasks WHERE state = 'creating'"), 200);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL OR "
+		 h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes"));
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks"), 200);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks WHERE state = 'creating'"), 200);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL OR "
 				"stream_id IS NULL"),
 		  0);
 	check_received_once(s.db, 200);
@@ -340,10 +325,10 @@ TEST_T(queue_kill9_with_unacked_deliveries_handled_once, 60)
 		submit(s.proc.url, "held", 64, ids[i]);
 	/* Delivered to "steady", not acknowledged: the handler holds them. */
 	WAIT_FOR(pending(c, "gwb:intents") == 10, 10000, "not all delivered");
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM intent_outcomes"), 0);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes"), 0);
 	/* Stream ids recorded, so the restart re-publishes nothing (re-publishing is covered
 	 * below, deliberately). */
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 10,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 10,
 		 10000, "stream ids not recorded");
 	h_server_kill9(&s);
 
@@ -356,7 +341,7 @@ TEST_T(queue_kill9_with_unacked_deliveries_handled_once, 60)
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 5000, "entries left pending");
 	check_received_once(s.db, 10);
 	/* Re-read from its own pending list: the second delivery of each. */
-	CHECK_INT(sql_int(s.db, "SELECT min(deliveries) FROM intent_outcomes"), 2);
+	CHECK_INT(h_sql_int(s.db, "SELECT min(deliveries) FROM intent_outcomes"), 2);
 
 	/* The same intent published again (a relay crash between XADD and recording the id):
 	 * acknowledged, and its outcome is not recorded a second time. */
@@ -401,7 +386,7 @@ TEST_T(queue_dead_consumer_entries_claimed_by_live_one, 60)
 	for (int i = 0; i < 5; i++)
 		submit(s.proc.url, "orphan", 64, ids[i]);
 	WAIT_FOR(pending(c, "gwb:intents") == 5, 10000, "not delivered to doomed");
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 5,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 5,
 		 10000, "stream ids not recorded");
 	h_server_kill9(&s);
 
@@ -414,7 +399,7 @@ TEST_T(queue_dead_consumer_entries_claimed_by_live_one, 60)
 			 10000, "task %s stayed %s", ids[i], st);
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 5000, "entries left pending");
 	check_received_once(s.db, 5);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM intent_outcomes WHERE consumer = 'rescuer'"),
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes WHERE consumer = 'rescuer'"),
 		  5);
 	redisReply *x = rq(c, "XINFO CONSUMERS gwb:intents reconcilers");
 	int found = 0;
@@ -510,7 +495,7 @@ TEST_T(queue_entry_delivered_often_is_handled_not_dead, 60)
 	WAIT_FOR(pending(c, "gwb:intents") == 1, 10000, "not delivered");
 	/* Killed only once the stream id is recorded: otherwise the next server publishes the
 	 * row again (a harmless duplicate, but not the entry this case is about). */
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 1,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 1,
 		 10000, "stream id not recorded");
 	h_server_kill9(&s);
 	redisReply *p = rq(c, "XPENDING gwb:intents reconcilers - + 1");
@@ -524,8 +509,8 @@ TEST_T(queue_entry_delivered_often_is_handled_not_dead, 60)
 	 * never failed is handled, not dead-lettered. */
 	start_server(&s, &r, fast, 0);
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 10000, "left pending");
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM intent_outcomes"), 1);
-	CHECK_INT(sql_int(s.db, "SELECT max(deliveries) FROM intent_outcomes"), 4);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes"), 1);
+	CHECK_INT(h_sql_int(s.db, "SELECT max(deliveries) FROM intent_outcomes"), 4);
 	CHECK_INT(rq_int(c, "XLEN %s", "gwb:intents:dead", NULL), 0);
 	char st[32];
 	CHECK_STR(task_state(s.proc.url, id, st, sizeof st), "creating");
@@ -558,7 +543,7 @@ TEST_T(queue_kill9_during_500_backlog_no_dead_letters, 120)
 	char id[33];
 	for (int i = 0; i < 500; i++)
 		submit(s.proc.url, "backlog", 16, id);
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 500,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 500,
 		 20000, "not all published");
 	for (int round = 0; round < 6; round++) {
 		/* The held entries were handed out again (own pending, re-read at start). */
@@ -570,16 +555,16 @@ TEST_T(queue_kill9_during_500_backlog_no_dead_letters, 120)
 	}
 	WAIT_FOR(readyz_redis_int(s.proc.url, "delivered") >= 256, 10000, "not re-delivered");
 	h_server_kill9(&s);
-	CHECK(sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 0);
+	CHECK(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 0);
 	const char *quick[] = { "GWB_QUEUE_CONSUMER=steady", NULL };
 	start_server(&s, &r, quick, 0);
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 500, 30000,
-		 "handled %lld of 500", sql_int(s.db, "SELECT count(*) FROM intent_outcomes"));
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 500, 30000,
+		 "handled %lld of 500", h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes"));
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 10000, "entries left pending");
 	CHECK_INT(rq_int(c, "XLEN %s", "gwb:intents:dead", NULL), 0);
 	CHECK_INT(readyz_redis_int(s.proc.url, "dead_lettered"), 0);
 	/* Far more deliveries than queue.max_failures (5): they never counted. */
-	long long most = sql_int(s.db, "SELECT max(deliveries) FROM intent_outcomes");
+	long long most = h_sql_int(s.db, "SELECT max(deliveries) FROM intent_outcomes");
 	CHECKF(most >= 8, "max deliveries %lld", most);
 	check_received_once(s.db, 500);
 	h_server_stop(&s);
@@ -616,17 +601,17 @@ TEST_T(queue_cancel_is_durable_and_idempotent, 60)
 	char sql[200];
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM outbox WHERE task_id = '%s' AND kind = "
 				  "'cancel'", id);
-	CHECK_INT(sql_int(s.db, sql), 1);
+	CHECK_INT(h_sql_int(s.db, sql), 1);
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM task_events WHERE task_id = '%s' AND type = "
 				  "'cancel_requested'", id);
-	CHECK_INT(sql_int(s.db, sql), 1);
+	CHECK_INT(h_sql_int(s.db, sql), 1);
 	/* The cancel intent reaches the stream and is consumed; the task stays cancelling. */
 	WAIT_FOR(rq_int(c, "XLEN %s", "gwb:intents", NULL) == 2, 10000, "no cancel entry");
 	redisReply *x = rq(c, "XREVRANGE gwb:intents + - COUNT 1");
 	CHECK_STR(fv_str(x->element[0]->element[1], "kind"), "cancel");
 	CHECK_STR(fv_str(x->element[0]->element[1], "task"), id);
 	freeReplyObject(x);
-	WAIT_FOR(sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 2, 10000,
+	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes") == 2, 10000,
 		 "cancel intent not consumed");
 	CHECK_STR(task_state(s.proc.url, id, st, sizeof st), "cancelling");
 
@@ -643,7 +628,7 @@ TEST_T(queue_cancel_is_durable_and_idempotent, 60)
 	h_resp_free(&resp);
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM outbox WHERE task_id = '%s' AND kind = "
 				  "'cancel'", done);
-	CHECK_INT(sql_int(s.db, sql), 0);
+	CHECK_INT(h_sql_int(s.db, sql), 0);
 
 	/* Unknown task, wrong method, another team. */
 	h_req(&resp, "POST", s.proc.url, "/v1/tasks/t-nosuchtask00/cancel", ALPHA, NULL, NULL);
@@ -699,6 +684,6 @@ TEST_T(queue_server_without_redis_keeps_serving, 30)
 	h_req(&rz, "GET", s.proc.url, "/readyz", NULL, NULL, NULL);
 	CHECK_INT(rz.status, 200);
 	h_resp_free(&rz);
-	CHECK_INT(sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL"), 1);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL"), 1);
 	h_server_stop(&s);
 }

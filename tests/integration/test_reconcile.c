@@ -13,53 +13,26 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
-#define ADMIN "admin-secret"
 #define TOK "alpha-token-123"
 
-struct stack {
-	struct h_kubesim ks;
-	struct h_redis redis;
-	struct h_server srv;
-	char env_kube[300];
-	char env_redis[PATH_MAX + 32];
-};
-
-/* kubesim (real worker) + gwb-server with a fast housekeeping tick; redis when with_redis. */
 /* Extra kubesim flags for the next stack_start (NULL-terminated), or NULL. */
 static const char *const *kubesim_flags;
 
-static void stack_start(struct stack *st, int with_redis, const char *const *extra_env)
+/* kubesim (real worker) + gwb-server with a fast housekeeping tick; redis when with_redis;
+ * team alpha with token TOK. */
+static void stack_start(struct h_stack *st, int with_redis, const char *const *extra_env)
 {
-	h_kubesim_init(&st->ks);
-	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
-	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
-		st->ks.args[i] = kubesim_flags[i];
-	h_kubesim_start(&st->ks);
-	h_server_init(&st->srv);
-	snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
+	const char *env[32];
 	int n = 0;
-	st->srv.env[n++] = st->env_kube;
-	st->srv.env[n++] = "GWB_HOUSEKEEPING_INTERVAL_MS=100";
-	st->srv.env[n++] = "GWB_RECONCILE_RESYNC_MS=500";
-	st->srv.env[n++] = "GWB_KUBE_REQUEST_TIMEOUT_MS=1000";
-	if (with_redis) {
-		h_redis_start(&st->redis);
-		snprintf(st->env_redis, sizeof st->env_redis, "GWB_REDIS=%s", st->redis.url);
-		st->srv.env[n++] = st->env_redis;
-	}
-	for (const char *const *e = extra_env; e && *e; e++)
-		st->srv.env[n++] = *e;
-	st->srv.env[n] = NULL;
-	h_server_start(&st->srv);
-	struct h_resp r;
-	h_req(&r, "PUT", st->srv.proc.url, "/v1/teams/alpha", ADMIN,
-	      "{\"gpu_memory_mib\": 40960, \"gpu_core_percent\": 800, \"token\": \"" TOK "\"}",
-	      NULL);
-	CHECKF(r.status == 201, "team: %ld %s", r.status, r.body);
-	h_resp_free(&r);
+	env[n++] = "GWB_KUBE_REQUEST_TIMEOUT_MS=1000";
+	for (const char *const *e = extra_env; e && *e && n < 31; e++)
+		env[n++] = *e;
+	env[n] = NULL;
+	h_stack_start(st, with_redis, kubesim_flags, env, "alpha",
+		      "{\"gpu_memory_mib\": 40960, \"gpu_core_percent\": 800, \"token\": \"" TOK "\"}");
 }
 
-static const char *url(struct stack *st)
+static const char *url(struct h_stack *st)
 {
 	return st->srv.proc.url;
 }
@@ -85,7 +58,7 @@ static const char *js(json_t *o, const char *path)
 }
 
 /* Submits and returns the task id (static ring). */
-static const char *submit(struct stack *st, int mem, int core, int secs, const char *exp)
+static const char *submit(struct h_stack *st, int mem, int core, int secs, const char *exp)
 {
 	static char ids[8][32];
 	static int slot;
@@ -103,7 +76,7 @@ static const char *submit(struct stack *st, int mem, int core, int secs, const c
 	return id;
 }
 
-static json_t *task(struct stack *st, const char *id)
+static json_t *task(struct h_stack *st, const char *id)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/v1/tasks/%s", id);
@@ -116,7 +89,7 @@ static json_t *task(struct stack *st, const char *id)
 }
 
 /* Waits until the task's field at path equals want; returns the task (caller decrefs). */
-static json_t *wait_field(struct stack *st, const char *id, const char *path, const char *want,
+static json_t *wait_field(struct h_stack *st, const char *id, const char *path, const char *want,
 			  int timeout_ms)
 {
 	int64_t deadline = clock_mono_ms() + timeout_ms;
@@ -142,7 +115,7 @@ static json_t *wait_field(struct stack *st, const char *id, const char *path, co
 	}
 }
 
-static long long reserved_mem(struct stack *st)
+static long long reserved_mem(struct h_stack *st)
 {
 	struct h_resp r;
 	h_req(&r, "GET", url(st), "/v1/teams/alpha", TOK, NULL, NULL);
@@ -151,7 +124,7 @@ static long long reserved_mem(struct stack *st)
 	return v;
 }
 
-static void cancel(struct stack *st, const char *id)
+static void cancel(struct h_stack *st, const char *id)
 {
 	char path[80];
 	snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
@@ -162,7 +135,7 @@ static void cancel(struct stack *st, const char *id)
 }
 
 /* The Jobs with the task's label, as kubesim lists them. */
-static json_t *jobs_of(struct stack *st, const char *id)
+static json_t *jobs_of(struct h_stack *st, const char *id)
 {
 	char path[200];
 	snprintf(path, sizeof path,
@@ -175,7 +148,7 @@ static json_t *jobs_of(struct stack *st, const char *id)
 	return items;
 }
 
-static json_t *pods_of(struct stack *st, const char *id)
+static json_t *pods_of(struct h_stack *st, const char *id)
 {
 	char path[200];
 	snprintf(path, sizeof path,
@@ -187,7 +160,7 @@ static json_t *pods_of(struct stack *st, const char *id)
 	return items;
 }
 
-static void fault(struct stack *st, const char *body)
+static void fault(struct h_stack *st, const char *body)
 {
 	long s = h_kubesim_ctl(&st->ks, body ? "PUT" : "DELETE", "/_kubesim/faults", body, NULL);
 	CHECKF(s == 200, "fault %s: %ld", body ? body : "clear", s);
@@ -195,7 +168,7 @@ static void fault(struct stack *st, const char *body)
 
 TEST_T(recon_lab_chain_runs_succeeds_and_releases, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	const char *id = submit(&st, 1024, 25, 2, "normal");
 	json_t *t = wait_field(&st, id, "state", "running", 10000);
@@ -225,7 +198,7 @@ TEST_T(recon_lab_chain_runs_succeeds_and_releases, 60)
 
 TEST_T(recon_sharing_and_overlimit_exit_42, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	const char *a = submit(&st, 1024, 25, 30, "normal");
 	const char *b = submit(&st, 1024, 25, 30, "normal");
@@ -261,7 +234,7 @@ TEST_T(recon_sharing_and_overlimit_exit_42, 60)
 
 TEST_T(recon_timeout_after_create_one_job_quota_kept, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	/* kubesim stores the Job but never answers the create: our POST times out. */
 	fault(&st, "{\"withhold_create\": {\"resource\": \"jobs\", \"count\": 1}}");
@@ -292,7 +265,7 @@ TEST_T(recon_timeout_after_create_one_job_quota_kept, 60)
 
 TEST_T(recon_api_unreachable_at_create_is_unknown_then_runs, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	fault(&st, "{\"api\": \"refuse\"}");
 	const char *id = submit(&st, 1024, 25, 30, "normal");
@@ -311,7 +284,7 @@ TEST_T(recon_api_unreachable_at_create_is_unknown_then_runs, 60)
 
 TEST_T(recon_cancel_before_job_exists_leaves_a_suspended_marker, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	fault(&st, "{\"api\": \"refuse\"}");
 	const char *id = submit(&st, 1024, 25, 30, "normal");
@@ -348,7 +321,7 @@ TEST_T(recon_cancel_before_job_exists_leaves_a_suspended_marker, 60)
 }
 
 /* Submits a long 1024 MiB task and waits until it runs; returns its id. */
-static const char *running_task(struct stack *st)
+static const char *running_task(struct h_stack *st)
 {
 	const char *id = submit(st, 1024, 25, 60, "normal");
 	json_decref(wait_field(st, id, "state", "running", 10000));
@@ -356,7 +329,7 @@ static const char *running_task(struct stack *st)
 }
 
 /* A while later the task is still cancelling and its 1024 MiB are still reserved. */
-static void expect_held(struct stack *st, const char *id)
+static void expect_held(struct h_stack *st, const char *id)
 {
 	h_sleep_ms(1500);
 	json_t *t = task(st, id);
@@ -368,7 +341,7 @@ static void expect_held(struct stack *st, const char *id)
 
 TEST_T(recon_terminating_pod_keeps_the_reservation, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	const char *id = running_task(&st);
 	fault(&st, "{\"stuck_terminating\": [\"*\"]}");
@@ -403,7 +376,7 @@ TEST_T(recon_terminating_pod_keeps_the_reservation, 60)
 
 TEST_T(recon_api_unreachable_keeps_the_reservation, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	const char *id = running_task(&st);
 	fault(&st, "{\"api\": \"refuse\"}");
@@ -424,7 +397,7 @@ TEST_T(recon_api_unreachable_keeps_the_reservation, 60)
 
 TEST_T(recon_job_gone_pod_running_keeps_the_reservation, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	const char *id = submit(&st, 1024, 25, 4, "normal");
 	json_t *t = wait_field(&st, id, "state", "running", 10000);
@@ -454,7 +427,7 @@ TEST_T(recon_job_gone_pod_running_keeps_the_reservation, 60)
 
 TEST_T(recon_fragmentation_diagnosed_then_resolved, 90)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	const char *a = submit(&st, 5120, 60, 120, "normal");
 	const char *b = submit(&st, 5120, 60, 120, "normal");
@@ -502,7 +475,7 @@ TEST_T(recon_fragmentation_diagnosed_then_resolved, 90)
 
 TEST_T(recon_device_health_change, 60)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	CHECK_INT(h_kubesim_ctl(&st.ks, "POST", "/_kubesim/actions/device-health",
 				"{\"node\": \"colima-gwb\", \"minor\": 1, \"healthy\": false, "
@@ -537,7 +510,7 @@ TEST_T(recon_device_health_change, 60)
 
 TEST_T(recon_restart_recovery_with_the_queue, 90)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 1, NULL);
 	const char *id = submit(&st, 1024, 25, 60, "normal");
 	json_t *t = wait_field(&st, id, "state", "running", 15000);
@@ -586,7 +559,7 @@ TEST_T(recon_restart_recovery_with_the_queue, 90)
 /* ---- outages longer than a watch renewal (the picture must come back fresh) ---- */
 
 /* 1 when every informer named in /readyz says fresh; *names gets the stale ones. */
-static int informers_fresh(struct stack *st, char *stale, size_t len)
+static int informers_fresh(struct h_stack *st, char *stale, size_t len)
 {
 	struct h_resp r;
 	h_req(&r, "GET", url(st), "/readyz", NULL, NULL, NULL);
@@ -613,7 +586,7 @@ static int informers_fresh(struct stack *st, char *stale, size_t len)
  * restart, the cancel finishes and releases, and the other task is untouched. */
 static void outage_case(const char *fault_body, int outage_ms, int expect_stale)
 {
-	struct stack st;
+	struct h_stack st;
 	const char *env[] = { "GWB_KUBE_WATCH_TIMEOUT_SECONDS=1", "GWB_KUBE_WATCH_IDLE_SECONDS=2",
 			      NULL };
 	stack_start(&st, 0, env);
@@ -694,7 +667,7 @@ TEST_T(recon_outage_slow_several_watch_renewals, 90)
 
 /* ---- prediction: the dry run against what kubesim's scheduler then does ---- */
 
-static json_t *dry_run(struct stack *st, int mem, int core)
+static json_t *dry_run(struct h_stack *st, int mem, int core)
 {
 	char body[256];
 	snprintf(body, sizeof body,
@@ -712,7 +685,7 @@ static json_t *dry_run(struct stack *st, int mem, int core)
 /* Dry run, then submit the same task, and check the prediction against what happened: the
  * card kubesim gave it, or Pending with the predicted kind. Returns the task id (static ring)
  * and *placement (caller decrefs). */
-static const char *predict_then_submit(struct stack *st, int mem, int core, json_t **placement)
+static const char *predict_then_submit(struct h_stack *st, int mem, int core, json_t **placement)
 {
 	json_t *d = dry_run(st, mem, core);
 	CHECK(json_is_true(jget(d, "quota.admitted")));
@@ -751,7 +724,7 @@ static void prediction_case(const char *strategy, const int *sizes, int n, int e
 	snprintf(env_strategy, sizeof env_strategy, "GWB_PREDICT_STRATEGY=%s", strategy);
 	const char *env[] = { env_strategy, NULL };
 	kubesim_flags = flags;
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, env);
 	json_t *p = NULL;
 	const char *last = NULL;
@@ -796,7 +769,7 @@ TEST_T(recon_prediction_matches_the_scheduler_most_allocated, 120)
 
 TEST(recon_dry_run_writes_nothing_and_refuses_unknown_parameters)
 {
-	struct stack st;
+	struct h_stack st;
 	stack_start(&st, 0, NULL);
 	struct h_resp r;
 	h_req(&r, "POST", url(&st), "/v1/tasks?dryrun=true", TOK,
