@@ -71,6 +71,19 @@ void api_metrics(struct req *r)
 	for (int i = 0; i < TASK_NSTATES; i++)
 		evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n",
 				    task_state_name((enum task_state)i), (long long)counts[i]);
+	/* Transitions since this process opened the store (a counter restarts with it); "none"
+	 * is a submission creating its task. Only the pairs that happened are written. */
+	evbuffer_add_printf(b, "# TYPE gwb_task_transitions_total counter\n");
+	for (int f = -1; f < TASK_NSTATES; f++)
+		for (int t = 0; t < TASK_NSTATES; t++) {
+			int64_t n = store_task_transitions(api->store, (enum task_state)f,
+							   (enum task_state)t);
+			if (n)
+				evbuffer_add_printf(
+					b, "gwb_task_transitions_total{from=\"%s\",to=\"%s\"} %lld\n",
+					f < 0 ? "none" : task_state_name((enum task_state)f),
+					task_state_name((enum task_state)t), (long long)n);
+		}
 	json_t *teams = store_teams_json(api->store); /* team names are DNS labels: no escaping */
 	team_lines(b, teams);
 	json_decref(teams);

@@ -122,6 +122,10 @@ static void observe_job(struct task *t, const struct recon_view *v)
 		}
 	} else {
 		const char *phase = v->newest ? kobj_phase(v->newest) : NULL;
+		/* A Pod that ended before its Job says so: the Job controller has yet to count it,
+		 * and the task is not pending again meanwhile. */
+		if (v->newest && kobj_pod_terminal(v->newest))
+			return;
 		task_set_state(t, phase && strcmp(phase, "Running") == 0 ? TASK_RUNNING
 									  : TASK_PENDING);
 	}

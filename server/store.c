@@ -158,6 +158,7 @@ int store_begin(struct store *s)
 		/* Inside a batch a decision is a savepoint of the batch's transaction; the
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
+		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
 		return exec_sql(s, "SAVEPOINT unit");
 	}
 	return exec_sql(s, "BEGIN IMMEDIATE");
@@ -170,6 +171,12 @@ static void counts_settle(struct store *s, int apply)
 			s->counts[i] += s->count_pend[i];
 		s->count_pend[i] = 0;
 	}
+	for (int f = 0; f <= TASK_NSTATES; f++)
+		for (int t = 0; t < TASK_NSTATES; t++) {
+			if (apply)
+				s->trans[f][t] += s->trans_pend[f][t];
+			s->trans_pend[f][t] = 0;
+		}
 }
 
 int store_commit(struct store *s)
@@ -198,6 +205,7 @@ void store_rollback(struct store *s)
 		sqlite3_exec(s->db, "ROLLBACK TO unit", NULL, NULL, NULL);
 		sqlite3_exec(s->db, "RELEASE unit", NULL, NULL, NULL);
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
+		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
 		return;
 	}
 	if (!sqlite3_get_autocommit(s->db))
@@ -207,11 +215,16 @@ void store_rollback(struct store *s)
 
 void store_count_move(struct store *s, enum task_state from, enum task_state to)
 {
-	int64_t *c = sqlite3_get_autocommit(s->db) ? s->counts : s->count_pend;
+	int now = sqlite3_get_autocommit(s->db);
+	int64_t *c = now ? s->counts : s->count_pend;
 	if (from >= 0 && from < TASK_NSTATES)
 		c[from]--;
 	if (to >= 0 && to < TASK_NSTATES)
 		c[to]++;
+	if (to >= 0 && to < TASK_NSTATES && from != to) {
+		int row = from >= 0 && from < TASK_NSTATES ? (int)from : TASK_NSTATES;
+		(now ? s->trans : s->trans_pend)[row][to]++;
+	}
 }
 
 int store_unit_begin(struct store *s)
@@ -297,6 +310,12 @@ void store_task_counts(struct store *s, int64_t *counts)
 {
 	for (int i = 0; i < TASK_NSTATES; i++)
 		counts[i] = s->counts[i];
+}
+
+int64_t store_task_transitions(struct store *s, enum task_state from, enum task_state to)
+{
+	int row = from >= 0 && from < TASK_NSTATES ? (int)from : TASK_NSTATES;
+	return to >= 0 && to < TASK_NSTATES ? s->trans[row][to] : 0;
 }
 
 int store_step_done(struct store *s, sqlite3_stmt *st)

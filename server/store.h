@@ -96,6 +96,9 @@ void store_wal_stats(struct store *s, struct store_wal_stats *out);
  * counted from the table at open, then moved by every committed state change of this
  * connection. */
 void store_task_counts(struct store *s, int64_t *counts);
+/* State changes from -> to committed since the store was opened (from TASK_NONE: submissions),
+ * counted in memory with the same rule as the counts. */
+int64_t store_task_transitions(struct store *s, enum task_state from, enum task_state to);
 
 /* Submits one task: idempotency lookup, quota check, task row, reservation, reserved totals,
  * idempotency record, outbox row and a task event, in one BEGIN IMMEDIATE transaction (in a

@@ -33,6 +33,11 @@ struct store {
 	int64_t counts[TASK_NSTATES];
 	int64_t count_pend[TASK_NSTATES];
 	int64_t count_sp[TASK_NSTATES]; /* count_pend when the batch's current unit began */
+	/* State changes by (from, to) since the store was opened, kept like the counts; the row
+	 * TASK_NSTATES stands for "none" (a submission creating the task). */
+	int64_t trans[TASK_NSTATES + 1][TASK_NSTATES];
+	int64_t trans_pend[TASK_NSTATES + 1][TASK_NSTATES];
+	int64_t trans_sp[TASK_NSTATES + 1][TASK_NSTATES];
 };
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "

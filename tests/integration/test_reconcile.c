@@ -194,6 +194,15 @@ TEST_T(recon_lab_chain_runs_succeeds_and_releases, 60)
 	CHECK_INT(json_array_size(json_object_get(r.json, "cards")), 2);
 	CHECK_INT(json_integer_value(jget(r.json, "cards.0.total.gpu_memory_mib")), 8192);
 	h_resp_free(&r);
+	/* Every step of the task's life is a transition in /metrics, as in its history. */
+	CHECK(h_metric(url(&st), "gwb_task_transitions_total", "from=\"none\",to=\"queued\"") == 1);
+	CHECK(h_metric(url(&st), "gwb_task_transitions_total", "to=\"running\"") == 1);
+	double to_succeeded = h_metric(url(&st), "gwb_task_transitions_total", "to=\"succeeded\"");
+	CHECKF(to_succeeded == 1, "transitions to succeeded: %.0f", to_succeeded);
+	/* A Pod that ended before its Job said so never sent the task back to pending. */
+	CHECK(h_metric(url(&st), "gwb_task_transitions_total", "from=\"running\",to=\"pending\"") ==
+	      0);
+	CHECK(h_metric(url(&st), "gwb_task_transitions_total", "to=\"unknown\"") == 0);
 }
 
 TEST_T(recon_sharing_and_overlimit_exit_42, 60)
