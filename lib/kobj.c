@@ -110,17 +110,8 @@ const json_t *kobj_condition(const json_t *o, const char *type)
 
 int kobj_condition_true(const json_t *o, const char *type)
 {
-	size_t i;
-	json_t *c;
-	json_t *conds = kobj_path(o, "status", "conditions");
-	if (!json_is_array(conds))
-		return 0;
-	json_array_foreach(conds, i, c) {
-		const char *t = kobj_str(c, "type"), *st = kobj_str(c, "status");
-		if (t && st && strcmp(t, type) == 0 && strcmp(st, "True") == 0)
-			return 1;
-	}
-	return 0;
+	const char *st = kobj_str(kobj_condition(o, type), "status");
+	return st && strcmp(st, "True") == 0;
 }
 
 int kobj_suspended(const json_t *job)

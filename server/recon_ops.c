@@ -58,6 +58,7 @@ struct recon_ops {
 	struct recon_ctx c;
 	struct rop *rops;
 	struct list_batch *batches; /* in flight; freed when answered or with ops */
+	int lists_waiting;          /* Pod lists asked for since the last flush */
 };
 
 /* ---- bookkeeping ---- */
@@ -480,6 +481,7 @@ static void start_list_pods(struct rop *o)
 {
 	o->op = OP_LIST_PODS;
 	o->req = 0; /* waiting for the flush */
+	o->ops->lists_waiting++;
 }
 
 /* Sends one list for the batch; on a send failure each of its tasks backs off. */
@@ -526,6 +528,9 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 
 void recon_ops_flush(struct recon_ops *ops)
 {
+	if (!ops->lists_waiting)
+		return; /* most safe points ask for none: no walk over every operation */
+	ops->lists_waiting = 0;
 	struct list_batch *b = NULL;
 	for (struct rop *o = ops->rops; o; o = o->next) {
 		if (o->op != OP_LIST_PODS || o->req != 0)

@@ -521,10 +521,5 @@ void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesi
 		st->srv.env[n++] = *e;
 	st->srv.env[n] = NULL;
 	h_server_start(&st->srv);
-	char path[128];
-	snprintf(path, sizeof path, "/v1/teams/%s", team);
-	struct h_resp r;
-	h_req(&r, "PUT", st->srv.proc.url, path, st->srv.admin, team_body, NULL);
-	CHECKF(r.status == 201, "team %s: %ld %s", team, r.status, r.body);
-	h_resp_free(&r);
+	CHECK_INT(h_team_put(st->srv.proc.url, st->srv.admin, team, team_body), 201);
 }

@@ -621,3 +621,15 @@ double h_metric(const char *base, const char *name, const char *match)
 	h_resp_free(&r);
 	return sum;
 }
+
+long h_team_put(const char *base, const char *admin, const char *team, const char *body)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/v1/teams/%s", team);
+	struct h_resp r;
+	h_req(&r, "PUT", base, path, admin, body, NULL);
+	CHECKF(r.status == 201 || r.status == 200, "PUT %s: %ld %s", path, r.status, r.body);
+	long status = r.status;
+	h_resp_free(&r);
+	return status;
+}

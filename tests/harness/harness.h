@@ -91,6 +91,9 @@ int h_http(struct h_resp *r, const char *method, const char *url, const char *to
 /* h_http that fails the case when no answer comes. */
 void h_req(struct h_resp *r, const char *method, const char *base, const char *path,
 	   const char *token, const char *body, const char *const *headers);
+/* Creates or changes team at base as the admin (PUT /v1/teams/TEAM with body); fails the
+ * case unless the answer is 201 or 200, and returns it. */
+long h_team_put(const char *base, const char *admin, const char *team, const char *body);
 /* The first column of the first row of sql on the SQLite file db, opened read-only (a 5 s busy
  * wait), or -1 when there is no row; fails the case when the statement is not valid. */
 long long h_sql_int(const char *db, const char *sql);

@@ -22,14 +22,10 @@
 
 static void put_team(const char *url, const char *team, const char *token)
 {
-	char path[128], body[256];
-	snprintf(path, sizeof path, "/v1/teams/%s", team);
+	char body[256];
 	snprintf(body, sizeof body,
 		 "{\"gpu_memory_mib\": 40960, \"gpu_core_percent\": 800, \"token\": \"%s\"}", token);
-	struct h_resp r;
-	h_req(&r, "PUT", url, path, ADMIN, body, NULL);
-	CHECKF(r.status == 201 || r.status == 200, "PUT %s: %ld %s", path, r.status, r.body);
-	h_resp_free(&r);
+	h_team_put(url, ADMIN, team, body);
 }
 
 /* Submits a task of mem MiB and core % for team with token; returns its id (static ring). */
