@@ -3,6 +3,7 @@
  * every team's quota. */
 #include "tools/gwb-load/load.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +65,11 @@ long load_task_add(struct load *l, const char *id, uint32_t seq, int team, int s
 	t->stray = (uint8_t)stray;
 	snprintf(t->state, sizeof t->state, "queued");
 	json_object_set_new(l->index, t->id, json_integer(l->ntasks));
+	if (l->acked && !stray) {
+		/* Written at once: a run cut short (or a server killed) still leaves the list. */
+		fprintf(l->acked, "%s\n", t->id);
+		fflush(l->acked);
+	}
 	return l->ntasks++;
 }
 
@@ -305,6 +311,10 @@ int load_init(struct load *l, const struct load_opts *o, char *err, size_t errle
 	snprintf(l->run_id, sizeof l->run_id, "gwbload-%lx%04x", (unsigned long)ts.tv_sec,
 	         (unsigned)((ts.tv_nsec / 1000) ^ (unsigned)getpid()) & 0xffffu);
 	l->index = json_object();
+	if (o->acked && !(l->acked = fopen(o->acked, "a"))) {
+		snprintf(err, errlen, "--acked %s: %s", o->acked, strerror(errno));
+		return -2;
+	}
 	l->kube_inflight_max = l->kube_queue_max = -1;
 	for (int i = 0; i < OP_COUNT; i++)
 		hist_init(&l->ops[i].lat);
@@ -343,6 +353,8 @@ void load_fini(struct load *l)
 	client_free(l->sampler);
 	gwb_free(l->tasks);
 	json_decref(l->index);
+	if (l->acked)
+		fclose(l->acked);
 	if (l->base)
 		event_base_free(l->base);
 	memset(l, 0, sizeof *l);

@@ -6,6 +6,7 @@
 #define GWB_LOAD_LOAD_H
 
 #include <event2/event.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdint.h>
 
@@ -91,6 +92,7 @@ struct load {
 	struct load_task *tasks;
 	long ntasks, cap;
 	json_t *index; /* task id -> index into tasks */
+	FILE *acked;   /* --acked: one line per acknowledged task, flushed as it comes */
 	struct load_team teams[OPTS_TEAMS_MAX];
 	long quota_sample_errors;
 	/* The server's flow-control gauges scraped from /metrics each second, when it has them

@@ -14,7 +14,8 @@ static const char usage_text[] =
     "usage: gwb-load --url URL --token T [--connections N] [--rate R | --closed]\n"
     "                [--duration S | --count N] [--teams a,b] [--mix submit=90,replay=5,cancel=5]\n"
     "                [--mem MIB --core PCT --task-seconds S] [--drain] [--drain-timeout S]\n"
-    "                [--poll-ms MS] [--timeout S] [--redis URL] [--prefix P] [--seed N] [--json]\n"
+    "                [--poll-ms MS] [--timeout S] [--redis URL] [--prefix P] [--seed N] [--acked FILE]\n"
+    "                [--json]\n"
     "\n"
     "  --url URL           gwb-server (default $GWB_URL, else http://127.0.0.1:8080)\n"
     "  --token T           bearer token: the admin's, or a team's for its own team ($GWB_TOKEN)\n"
@@ -38,6 +39,8 @@ static const char usage_text[] =
     "                      when /metrics has no gwb_intents_dead_lettered_total\n"
     "  --prefix P          Redis key prefix (default $GWB_QUEUE_PREFIX, else gwb)\n"
     "  --seed N            seed of the operation mix (default: from the clock)\n"
+    "  --acked FILE        append the id of every task the server acknowledged (201) to FILE,\n"
+    "                      one per line, as each answer comes (for checks after faults)\n"
     "  --json              the summary as one JSON object on stdout\n"
     "\n"
     "Progress goes to stderr once a second. Exit 0 when every check passed, 1 when one failed\n"
@@ -253,6 +256,10 @@ int opts_parse(struct load_opts *o, int argc, char **argv, char *err, size_t err
 			o->redis = *v ? v : NULL;
 		} else if ((v = value(argc, argv, &i, "prefix", &missing))) {
 			o->prefix = v;
+		} else if ((v = value(argc, argv, &i, "acked", &missing))) {
+			if (!*v)
+				return fail(err, errlen, "acked", "needs a file name");
+			o->acked = v;
 		} else if ((v = value(argc, argv, &i, "connections", &missing))) {
 			if (parse_long(v, 1, 1024, &l) < 0)
 				return fail(err, errlen, "connections", "must be 1-1024");
