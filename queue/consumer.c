@@ -62,7 +62,7 @@ struct q_consumer {
 	struct q_delivery *inflight, *zombies;
 	int ninflight;
 	struct event *kick;
-	int64_t delivered, acked, dead, retried, claimed;
+	int64_t delivered, acked, dead, retried, claimed, groups_created;
 	char last_error[160];
 };
 
@@ -486,6 +486,8 @@ static void phase_answer(struct q_consumer *c, struct ccmd *k, const redisReply 
 		c->cmd_busy = 0;
 		if (!q_reply_is_str(reply) && !q_reply_is_error(reply, "BUSYGROUP"))
 			return phase_failed(c, reply, "XGROUP CREATE", err);
+		if (q_reply_is_str(reply))
+			c->groups_created++;
 		snprintf(c->cursor, sizeof c->cursor, "0");
 		set_state(c, Q_CONS_OWN);
 		return;
@@ -745,5 +747,6 @@ void q_consumer_stats(const struct q_consumer *c, struct q_consumer_stats *st)
 	st->dead = c->dead;
 	st->retried = c->retried;
 	st->claimed = c->claimed;
+	st->groups_created = c->groups_created;
 	st->last_error = c->last_error;
 }

@@ -97,6 +97,9 @@ struct q_consumer_stats {
 	enum q_consumer_state state;
 	int inflight;
 	int64_t delivered, acked, dead, retried, claimed;
+	/* XGROUP CREATE made the group: the stream was new, or Redis lost it (a restart without
+	 * persistence, FLUSHALL) with every entry it held. */
+	int64_t groups_created;
 	const char *last_error;
 };
 void q_consumer_stats(const struct q_consumer *c, struct q_consumer_stats *st);

@@ -39,6 +39,9 @@ struct intents {
 	int nplugs;
 	intents_capacity_fn cap_fn;
 	void *cap_arg;
+	intents_lost_fn lost_fn;
+	void *lost_arg;
+	int64_t groups_seen; /* the consumer's groups_created already told */
 };
 
 /* ---- relay <-> store ---- */
@@ -272,11 +275,35 @@ static void on_conn_state(struct q_conn *c, enum q_conn_state st, void *arg)
 	q_consumer_on_conn(it->cons);
 }
 
+void intents_on_lost(struct intents *it, intents_lost_fn fn, void *arg)
+{
+	it->lost_fn = fn;
+	it->lost_arg = arg;
+}
+
 static void on_cron(void *arg, int64_t now_ms)
 {
 	struct intents *it = arg;
 	q_relay_tick(it->relay, now_ms);
 	q_consumer_tick(it->cons, now_ms);
+	/* A group made anew means the stream did not exist: at the first start of a queue, or
+	 * after Redis lost its data. Either way no intent published before now will come. */
+	struct q_consumer_stats cs;
+	q_consumer_stats(it->cons, &cs);
+	if (cs.groups_created != it->groups_seen) {
+		/* A warning only when this server had the group before: a first start makes it
+		 * as a matter of course. */
+		if (it->groups_seen)
+			log_warn("intents", "stream_lost",
+				 "stream=%s detail=%s", log_q(it->keys.stream),
+				 log_q("Redis lost the stream; queued tasks are taken without "
+				       "their intents"));
+		else
+			log_info("intents", "group_created", "stream=%s", log_q(it->keys.stream));
+		it->groups_seen = cs.groups_created;
+		if (it->lost_fn)
+			it->lost_fn(it->lost_arg, clock_now_ms());
+	}
 }
 
 static const char *on_health(void *arg, json_t *detail, int *ready)

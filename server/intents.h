@@ -57,6 +57,11 @@ void intents_set_capacity(struct intents *it, intents_capacity_fn fn, void *arg)
 /* The handler's capacity grew: reading resumes at the loop's next turn, never inside this
  * call. Accepts NULL. */
 void intents_poke(struct intents *it);
+/* Redis lost the stream (its consumer group had to be made again): the intents it held are
+ * gone, and the tasks queued before now_ms (wall clock) will not get theirs. */
+typedef void (*intents_lost_fn)(void *arg, int64_t now_ms);
+/* Sets (fn not NULL) or clears what is told when the stream was lost. */
+void intents_on_lost(struct intents *it, intents_lost_fn fn, void *arg);
 /* Entries moved to the dead-letter stream since the start. */
 int64_t intents_dead_lettered(const struct intents *it);
 

@@ -134,6 +134,11 @@ static int on_intent_capacity(void *arg, int held)
 	return room < left ? room : left;
 }
 
+static void on_intents_lost(void *arg, int64_t now_ms)
+{
+	reconciler_intents_lost(arg, now_ms);
+}
+
 static void on_kube_room(void *arg)
 {
 	intents_poke(arg);
@@ -171,6 +176,7 @@ static void bind_intents(struct server *srv)
 		if (srv->recon) {
 			intents_set_handler(srv->intents, on_intent, srv->recon);
 			intents_set_capacity(srv->intents, on_intent_capacity, srv->recon);
+			intents_on_lost(srv->intents, on_intents_lost, srv->recon);
 			kube_on_room(reconciler_kube(srv->recon), on_kube_room, srv->intents);
 		}
 		srv->api.task_changed = NULL;

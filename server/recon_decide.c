@@ -53,11 +53,13 @@ const char *recon_action_name(enum recon_action a)
 	}
 }
 
-int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t now_ms)
+int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t lost_at,
+		       int64_t now_ms)
 {
 	if (t->state != TASK_QUEUED || task_cancel_requested(t))
 		return 0;
-	return !has_queue || now_ms - t->created_at >= grace_ms;
+	return !has_queue || (lost_at && t->created_at <= lost_at) ||
+	       now_ms - t->created_at >= grace_ms;
 }
 
 static int pods_all_succeeded(const struct recon_view *v)

@@ -46,9 +46,11 @@ enum recon_action {
 const char *recon_action_name(enum recon_action a);
 
 /* 1 when a queued task is the reconciler's to create now: there is no queue to carry its
- * intent (has_queue 0), or the intent is overdue (grace_ms after its creation: lost with a
- * Redis that restarted without persistence). */
-int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t now_ms);
+ * intent (has_queue 0), the queue lost the stream after the task was made (lost_at, wall ms;
+ * 0: never), or the intent is overdue (grace_ms after its creation: lost in a way nothing
+ * noticed). */
+int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t lost_at,
+		       int64_t now_ms);
 
 /* Brings t's observed fields and state up to the view (through the task_set_* setters, so
  * t->changed says whether anything moved). fresh is whether the Job and Pod picture is

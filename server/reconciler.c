@@ -37,6 +37,7 @@ struct reconciler {
 	struct event *safe_point;
 	int64_t last_resync_ms;
 	int64_t last_token_ms;
+	int64_t intents_lost_at; /* wall ms: intents published before it will not come (0: none) */
 	char ns[64];
 };
 
@@ -139,7 +140,8 @@ static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 	 * queue. */
 	if (has_queue && kube_room(r->kube) <= 0)
 		return 0;
-	if (!decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms, now))
+	if (!decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms,
+				r->intents_lost_at, now))
 		return 0;
 	task_set_state(t, TASK_CREATING);
 	json_t *d = json_pack("{s:s}", "intent", has_queue ? "overdue" : "no_queue");
@@ -274,6 +276,12 @@ out:
 	gwb_free(t);
 	if (rc)
 		done(arg, rc);
+}
+
+void reconciler_intents_lost(struct reconciler *r, int64_t now_ms)
+{
+	r->intents_lost_at = now_ms;
+	mark_active(r);
 }
 
 int reconciler_fresh(const struct reconciler *r)

@@ -51,6 +51,9 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
  * intents). Accepts a NULL reconciler. */
 void reconciler_kick(struct reconciler *r, const char *task_id);
 
+/* The queue lost its stream at now_ms (wall clock): every task queued before then is taken
+ * without its intent at its next pass, which starts now. */
+void reconciler_intents_lost(struct reconciler *r, int64_t now_ms);
 /* 1 while the Job and Pod informers' picture is fresh. */
 int reconciler_fresh(const struct reconciler *r);
 /* The picture's Jobs and Pods of ours (name -> object, borrowed until the next informer

@@ -382,8 +382,9 @@ static int unix_connectable(const char *path)
 static void redis_spawn(struct h_redis *r)
 {
 	const char *argv[] = { "redis-server", "--port", "0", "--unixsocket", r->sock,
-			       "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-			       "--dir", h_tmpdir(), NULL };
+			       "--unixsocketperm", "700", "--save", "", "--appendonly",
+			       r->keep_data ? "yes" : "no", "--appendfsync", "always", "--dir",
+			       h_tmpdir(), NULL };
 	if (h_proc_start(&r->proc, argv, NULL, NULL, 0) < 0)
 		t_fail(__FILE__, __LINE__, "cannot start redis-server");
 	int64_t deadline = clock_mono_ms() + 10000;

@@ -49,11 +49,14 @@ struct h_redis {
 	struct h_proc proc;
 	char sock[PATH_MAX];
 	char url[PATH_MAX + 16]; /* unix:///path/to/sock */
+	int keep_data; /* set after the start: restarts load the append-only file (see below) */
 };
 /* Starts a private redis-server on a Unix socket in the case folder (fails the case if it
  * cannot). Stopped automatically when the case ends. */
 void h_redis_start(struct h_redis *r);
-/* Restarts a stopped redis on the same socket. */
+/* Restarts a stopped redis on the same socket. Its data is lost (no persistence), unless
+ * keep_data was set and the running one was told to keep an append-only file
+ * (CONFIG SET appendonly yes, appendfsync always): then the restart loads it. */
 void h_redis_restart(struct h_redis *r);
 /* Runs redis-cli against r with the given arguments; returns its stdout (caller frees with
  * gwb_free), or fails the case. */

@@ -83,6 +83,7 @@ static int run_case(const char *file)
 	expect_bool(file, exp, "take_queued",
 		    decide_take_queued(t, json_is_true(json_object_get(c, "queue")),
 				       json_integer_value(json_object_get(c, "grace_ms")),
+				       json_integer_value(json_object_get(c, "intents_lost_at")),
 				       json_integer_value(json_object_get(c, "now_ms"))));
 	int diag = decide_observe(t, &v, fresh);
 	expect_bool(file, exp, "diagnose", diag);
