@@ -6,6 +6,7 @@
 #   make check      banned-function check, -Werror + ASan/UBSan build, then the tests
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
 #   make valgrind   unit tests and an integration subset under valgrind (no leak, no invalid access)
+#   make test-faults  the fault suite's long forms under load, with a table of their figures
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
 #   make lab        the lab's experiments on a private stack, evidence in .runtime/evidence/
 #   make demo       start the system locally (see README)
@@ -75,7 +76,7 @@ E2E_SH       := $(wildcard tests/e2e/test_*.sh)
 E2E_BINS     += $(patsubst tests/%.sh,$(BIN)/tests/%,$(E2E_SH))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
-.PHONY: all deps test check bench demo lab clean format lint fuzz valgrind
+.PHONY: all deps test test-faults check bench demo lab clean format lint fuzz valgrind
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS) $(E2E_BINS)
 
 $(BUILD)/%.o: %.c
@@ -145,6 +146,16 @@ lint:
 
 bench: all
 	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; GWB_BIN=$(abspath $(BIN)) $$b; done
+
+# The fault suite's long forms (the cases named faults_*; make test runs their short forms):
+# each case's figures go to .runtime/faults/report.jsonl and into one table at the end.
+FAULTS_REPORT := $(abspath .runtime/faults/report.jsonl)
+test-faults:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(dir $(FAULTS_REPORT)) && rm -f $(FAULTS_REPORT)
+	@GWB_FAULTS_LONG=1 GWB_FAULTS_REPORT=$(FAULTS_REPORT) GWB_BIN=$(abspath $(BIN)) \
+	  tests/run.sh 'faults_$(T)'; rc=$$?; tools/faults-table.py $(FAULTS_REPORT); exit $$rc
 
 # The unit tests and an integration subset with gwb-server under valgrind (memcheck).
 valgrind:

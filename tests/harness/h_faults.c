@@ -55,6 +55,7 @@ void h_faults_start(struct h_faults *f, const char *name, long requests,
 			       "--mix", "submit=80,replay=10,cancel=10", "--mem", "16", "--core",
 			       "1", "--task-seconds", "1", "--timeout", "5", "--acked", f->acked,
 			       NULL };
+	f->started_ms = clock_mono_ms();
 	if (h_proc_start(&f->load, argv, NULL, NULL, 0) < 0)
 		t_fail(__FILE__, __LINE__, "cannot start gwb-load");
 	/* gwb-load exits 1 when the fault made requests fail, which is expected here: its exit
@@ -229,7 +230,9 @@ void h_faults_verify(struct h_faults *f, int timeout_s)
 			break;
 		h_sleep_ms(250);
 	}
-	double recover_s = (double)(clock_mono_ms() - f->cleared_ms) / 1000.0;
+	int64_t ended_ms = clock_mono_ms();
+	double recover_s = (double)(ended_ms - f->cleared_ms) / 1000.0;
+	double total_s = (double)(ended_ms - f->started_ms) / 1000.0;
 	char *states = dumps(t.states);
 	if (!read_ok || t.acked_present != nacked || t.open) {
 		h_proc_dump_log(&f->st.srv.proc, 40);
@@ -262,21 +265,21 @@ void h_faults_verify(struct h_faults *f, int timeout_s)
 	count_jobs(f, t.ids, &jobs, &dups, &strays);
 
 	printf("fault %s: %ld requests, acknowledged %ld, present %ld (%ld tasks in all, states "
-	       "%s), drift %ld, %ld Jobs (%ld tasks with two, %ld with no task), recovered in "
-	       "%.1f s\n",
+	       "%s), drift %ld, %ld Jobs (%ld tasks with two, %ld with no task), every task ended "
+	       "%.1f s after the fault was cleared, %.1f s after the load started\n",
 	       f->name, f->requests, nacked, t.acked_present, t.listed, states ? states : "?",
-	       drift, jobs, dups, strays, recover_s);
+	       drift, jobs, dups, strays, recover_s, total_s);
 	const char *report = getenv("GWB_FAULTS_REPORT");
 	FILE *fp = report && *report ? fopen(report, "a") : NULL;
 	if (fp) {
-		json_t *line = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O, s:I, s:I, s:I, s:I, s:f}",
+		json_t *line = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O, s:I, s:I, s:I, s:I, s:f, s:f}",
 					 "fault", f->name, "requests", (json_int_t)f->requests,
 					 "acknowledged", (json_int_t)nacked, "present",
 					 (json_int_t)t.acked_present, "tasks", (json_int_t)t.listed,
 					 "states", t.states, "drift", (json_int_t)drift, "jobs",
 					 (json_int_t)jobs, "tasks_with_two_jobs", (json_int_t)dups,
 					 "jobs_without_task", (json_int_t)strays, "recover_s",
-					 recover_s);
+					 recover_s, "total_s", total_s);
 		char *s = dumps(line);
 		if (s)
 			fprintf(fp, "%s\n", s);

@@ -8,8 +8,8 @@
  *   - the quota audit (GET /v1/audit) reports no drift;
  *   - the cluster holds at most one Job per task.
  *
- * Each case prints one figure line (acknowledged, present, drift, Jobs, time to recover from
- * the moment the fault was cleared) and, when GWB_FAULTS_REPORT names a file, appends it there
+ * Each case prints one figure line (acknowledged, present, drift, Jobs, the time until every
+ * task ended counted from the moment the fault was cleared and from the start of the load) and, when GWB_FAULTS_REPORT names a file, appends it there
  * as one JSON object per line. GWB_FAULTS_LONG=1 (make test-faults) selects each case's long
  * form: more requests and more repetitions of the fault. */
 #ifndef GWB_H_FAULTS_H
@@ -26,6 +26,7 @@ struct h_faults {
 	char acked[PATH_MAX]; /* its --acked file */
 	char name[64];
 	long requests;
+	int64_t started_ms;   /* when gwb-load started */
 	int64_t cleared_ms;   /* when the case cleared its fault (0: at the verification) */
 	char listen[300];     /* GWB_LISTEN=host:port, so a restarted server keeps its URL */
 };

@@ -13,11 +13,22 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
-TEST_T(faults_server_kill9_at_random_moments, 600)
+/* The same load with no fault: the checks hold on a healthy stack, and its time to end every
+ * task is the baseline the faults' times compare with. */
+TEST_T(faults_server_baseline_without_a_fault, 900)
+{
+	struct h_faults f;
+	h_faults_start(&f, "no_fault_baseline", h_faults_n(200, 1000), NULL, NULL);
+	h_faults_load_wait(&f, 600000);
+	h_faults_cleared(&f);
+	h_faults_verify(&f, h_faults_n(120, 400));
+}
+
+TEST_T(faults_server_kill9_at_random_moments, 900)
 {
 	long kills = h_faults_n(4, 20);
 	struct h_faults f;
-	h_faults_start(&f, "server_kill9", h_faults_n(200, 1500), NULL, NULL);
+	h_faults_start(&f, "server_kill9", h_faults_n(200, 1000), NULL, NULL);
 	srand((unsigned)clock_mono_ms());
 	for (long k = 0; k < kills; k++) {
 		/* While the burst is sent, then while its tasks run and end. */
@@ -33,7 +44,7 @@ TEST_T(faults_server_kill9_at_random_moments, 600)
 static void redis_killed(const char *name, int keep)
 {
 	struct h_faults f;
-	h_faults_start(&f, name, h_faults_n(200, 1500), NULL, NULL);
+	h_faults_start(&f, name, h_faults_n(200, 1000), NULL, NULL);
 	long rounds = h_faults_n(1, 5);
 	if (keep) {
 		f.st.redis.keep_data = 1;
@@ -52,21 +63,21 @@ static void redis_killed(const char *name, int keep)
 	h_faults_verify(&f, h_faults_n(120, 400));
 }
 
-TEST_T(faults_server_redis_killed_and_restarted_with_its_data, 300)
+TEST_T(faults_server_redis_killed_and_restarted_with_its_data, 900)
 {
 	redis_killed("redis_killed_data_kept", 1);
 }
 
-TEST_T(faults_server_redis_killed_and_restarted_empty, 300)
+TEST_T(faults_server_redis_killed_and_restarted_empty, 900)
 {
 	redis_killed("redis_killed_data_lost", 0);
 }
 
 /* FLUSHALL while the burst is queued: the stream, its group and every entry vanish at once. */
-TEST_T(faults_server_redis_flushall, 300)
+TEST_T(faults_server_redis_flushall, 900)
 {
 	struct h_faults f;
-	h_faults_start(&f, "redis_flushall", h_faults_n(200, 1500), NULL, NULL);
+	h_faults_start(&f, "redis_flushall", h_faults_n(200, 1000), NULL, NULL);
 	long rounds = h_faults_n(1, 5);
 	srand((unsigned)clock_mono_ms());
 	for (long k = 0; k < rounds; k++) {
