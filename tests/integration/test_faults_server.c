@@ -18,7 +18,7 @@
 TEST_T(faults_server_baseline_without_a_fault, 900)
 {
 	struct h_faults f;
-	h_faults_start(&f, "no_fault_baseline", h_faults_n(200, 1000), NULL, NULL);
+	h_faults_start(&f, "no_fault_baseline", h_faults_n(120, 1000), NULL, NULL);
 	h_faults_load_wait(&f, 600000);
 	h_faults_cleared(&f);
 	h_faults_verify(&f, h_faults_n(120, 400));
@@ -26,9 +26,9 @@ TEST_T(faults_server_baseline_without_a_fault, 900)
 
 TEST_T(faults_server_kill9_at_random_moments, 900)
 {
-	long kills = h_faults_n(4, 20);
+	long kills = h_faults_n(3, 20);
 	struct h_faults f;
-	h_faults_start(&f, "server_kill9", h_faults_n(200, 1000), NULL, NULL);
+	h_faults_start(&f, "server_kill9", h_faults_n(120, 1000), NULL, NULL);
 	srand((unsigned)clock_mono_ms());
 	for (long k = 0; k < kills; k++) {
 		/* While the burst is sent, then while its tasks run and end. */
@@ -44,7 +44,7 @@ TEST_T(faults_server_kill9_at_random_moments, 900)
 static void redis_killed(const char *name, int keep)
 {
 	struct h_faults f;
-	h_faults_start(&f, name, h_faults_n(200, 1000), NULL, NULL);
+	h_faults_start(&f, name, h_faults_n(120, 1000), NULL, NULL);
 	long rounds = h_faults_n(1, 5);
 	if (keep) {
 		f.st.redis.keep_data = 1;
@@ -77,7 +77,7 @@ TEST_T(faults_server_redis_killed_and_restarted_empty, 900)
 TEST_T(faults_server_redis_flushall, 900)
 {
 	struct h_faults f;
-	h_faults_start(&f, "redis_flushall", h_faults_n(200, 1000), NULL, NULL);
+	h_faults_start(&f, "redis_flushall", h_faults_n(120, 1000), NULL, NULL);
 	long rounds = h_faults_n(1, 5);
 	srand((unsigned)clock_mono_ms());
 	for (long k = 0; k < rounds; k++) {
