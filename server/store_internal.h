@@ -28,6 +28,7 @@ struct store {
 	int page_size;
 	int64_t wal_max_bytes;
 	int64_t checkpoints, checkpoint_busy; /* checkpoints run; those that could not finish */
+	int64_t checkpoint_failed;           /* of which the storage refused */
 	/* Tasks by state, kept in memory for /metrics (counted from the table at open); the
 	 * moves of the open transaction wait in count_pend until its COMMIT. */
 	int64_t counts[TASK_NSTATES];
@@ -38,6 +39,15 @@ struct store {
 	int64_t trans[TASK_NSTATES + 1][TASK_NSTATES];
 	int64_t trans_pend[TASK_NSTATES + 1][TASK_NSTATES];
 	int64_t trans_sp[TASK_NSTATES + 1][TASK_NSTATES];
+	/* The storage fault the last write met (store_fault_get); cleared by the next commit
+	 * that stored a change. */
+	struct store_fault fault;
+	int64_t changes_at_begin; /* sqlite3_total_changes64 when the transaction began */
+	/* Inside a batch: the error that made SQLite roll the batch's whole transaction back
+	 * (a full disk or an I/O error can), 0 while it is open. Once set, every later unit of
+	 * the batch fails with it and the batch's commit returns it: no unit may run outside
+	 * the batch's transaction, where its RELEASE would be a commit of its own. */
+	int batch_lost;
 };
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
@@ -82,7 +92,12 @@ int store_unit_end(struct store *s, int rc);
 void store_count_move(struct store *s, enum task_state from, enum task_state to);
 /* ROLLBACK; harmless when no transaction is open. */
 void store_rollback(struct store *s);
-/* Runs one statement to completion, expecting no rows. 0 or GWB_EDB/GWB_EBUSY. */
+/* Maps a failed SQLite result code to the store's error: GWB_EBUSY for a lock, GWB_EUNAVAIL
+ * for the storage (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN: the fault is
+ * recorded on s), GWB_EDB otherwise. */
+int store_rc_err(struct store *s, int rc);
+/* Runs one statement to completion, expecting no rows. 0 or GWB_EDB/GWB_EBUSY/GWB_EUNAVAIL
+ * (store_rc_err). */
 int store_step_done(struct store *s, sqlite3_stmt *st);
 /* Appends an event to the task's history inside the caller's transaction. detail may be NULL
  * (borrowed). 0 or GWB_EDB. */
