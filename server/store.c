@@ -222,8 +222,12 @@ static int batch_gone(struct store *s)
 {
 	if (!s->in_batch || !sqlite3_get_autocommit(s->db))
 		return 0;
-	if (!s->batch_lost)
-		s->batch_lost = s->fault.kind != STORE_FAULT_NONE ? GWB_EUNAVAIL : GWB_EDB;
+	if (!s->batch_lost) {
+		int rc = sqlite3_errcode(s->db);
+		s->batch_lost = fault_kind(rc) != STORE_FAULT_NONE ? store_rc_err(s, rc)
+				: s->fault.kind != STORE_FAULT_NONE ? GWB_EUNAVAIL
+								      : GWB_EDB;
+	}
 	return 1;
 }
 
@@ -329,8 +333,12 @@ int store_unit_end(struct store *s, int rc)
 {
 	if (rc == 0)
 		return store_commit(s);
+	/* A statement the unit stepped itself maps any failure to GWB_EDB; the connection's
+	 * last error tells a storage fault from the rest. */
+	if (rc == GWB_EDB && fault_kind(sqlite3_errcode(s->db)) != STORE_FAULT_NONE)
+		rc = store_rc_err(s, sqlite3_errcode(s->db));
 	store_rollback(s);
-	return rc;
+	return s->in_batch && s->batch_lost ? s->batch_lost : rc;
 }
 
 int store_batch_begin(struct store *s)

@@ -81,11 +81,14 @@ sqlite3_stmt *store_stmt(struct store *s, const char *sql);
 int store_begin(struct store *s);
 /* COMMIT (RELEASE in a batch): 0, GWB_EBUSY or GWB_EDB (rolled back on failure). */
 int store_commit(struct store *s);
-/* Opens the unit of one decision: store_begin. 0, GWB_EBUSY or GWB_EDB. */
+/* Opens the unit of one decision: store_begin. 0, GWB_EBUSY, GWB_EUNAVAIL (a storage fault,
+ * or a batch whose transaction is gone) or GWB_EDB. */
 int store_unit_begin(struct store *s);
 /* Ends the unit opened by store_unit_begin: when rc is 0 commits it (COMMIT, or RELEASE inside
  * a batch: durable only with the batch's COMMIT) and returns that outcome; otherwise undoes
- * only this unit's writes (ROLLBACK, or ROLLBACK TO and RELEASE) and returns rc. */
+ * only this unit's writes (ROLLBACK, or ROLLBACK TO and RELEASE) and returns rc, except that
+ * a GWB_EDB whose cause was the storage (the connection's last error) becomes GWB_EUNAVAIL,
+ * and inside a batch whose transaction SQLite rolled back it returns the batch's error. */
 int store_unit_end(struct store *s, int rc);
 /* Records that a task moved from one state to the other (TASK_NONE: created). Inside a
  * transaction the move counts once that transaction commits; outside, at once. */
