@@ -32,7 +32,8 @@ void api_readyz(struct req *r)
 		"path", api->cfg->db, "wal", "bytes", (json_int_t)w.wal_bytes, "max_bytes",
 		(json_int_t)w.wal_max_bytes, "over_bound", w.wal_bytes > w.wal_max_bytes,
 		"checkpoints", (json_int_t)w.checkpoints, "checkpoints_busy",
-		(json_int_t)w.checkpoints_busy, "checkpoints_failed", (json_int_t)w.checkpoints_failed);
+		(json_int_t)w.checkpoints_busy, "checkpoints_failed",
+		(json_int_t)w.checkpoints_failed);
 	if (f.kind != STORE_FAULT_NONE) {
 		char since[40];
 		clock_fmt_rfc3339_ms(f.since_ms, since, sizeof since);

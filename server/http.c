@@ -346,11 +346,12 @@ void http_reply_store_error(struct req *r, int rc, const char *message)
 		char since[40];
 		clock_fmt_rfc3339_ms(f.since_ms, since, sizeof since);
 		http_add_header(r, "Retry-After", STORAGE_RETRY_AFTER);
-		return http_reply_error(
-			r, 503, code,
-			"the database's storage refuses writes; nothing of this request was stored; "
-			"retry",
-			json_pack("{s:s, s:s}", "storage", store_fault_name(f.kind), "since", since));
+		json_t *details = json_pack("{s:s, s:s}", "storage", store_fault_name(f.kind),
+					    "since", since);
+		return http_reply_error(r, 503, code,
+					"the database's storage refuses writes; nothing of this "
+					"request was stored; retry",
+					details);
 	}
 	http_reply_error(r, 500, "internal", message, NULL);
 }

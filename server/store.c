@@ -113,7 +113,6 @@ const char *store_errmsg(struct store *s)
 }
 
 static int wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t errlen);
-static int begin_immediate(struct store *s);
 
 /* The kind of storage fault a SQLite result code is (the connection's codes are primary
  * ones: extended codes are off), or STORE_FAULT_NONE when it is not one. */
@@ -544,7 +543,8 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		return GWB_EDB;
 	}
 	char why[400];
-	if ((rc = migrate(s, why, sizeof why)) || (rc = wal_setup(s, wal_max_bytes, why, sizeof why))) {
+	if ((rc = migrate(s, why, sizeof why)) ||
+	    (rc = wal_setup(s, wal_max_bytes, why, sizeof why))) {
 		snprintf(err, errlen, "%s: %s", path, why);
 		store_close(s);
 		return rc;
