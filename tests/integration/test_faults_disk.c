@@ -170,7 +170,8 @@ static void check_counts(const struct h_faults *f)
 					      "succeeded", "failed", "cancelled" };
 	for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
 		char sql[160], match[64];
-		snprintf(sql, sizeof sql, "SELECT count(*) FROM tasks WHERE state = '%s'", states[i]);
+		snprintf(sql, sizeof sql, "SELECT count(*) FROM tasks WHERE state = '%s'",
+			 states[i]);
 		snprintf(match, sizeof match, "state=\"%s\"", states[i]);
 		long long rows = h_sql_int(f->st.srv.db, sql);
 		double mem = h_metric(f->st.srv.proc.url, "gwb_tasks", match);
