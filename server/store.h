@@ -15,7 +15,8 @@ struct store;
 
 /* Opens (creating if needed) the database at path, enables WAL and foreign keys, sets the busy
  * time-out, and runs pending migrations. Returns 0 and *out (caller frees with store_close), or
- * a negative error with the reason in err. */
+ * a negative error with the reason in err, which names path: GWB_EUNAVAIL when the file can
+ * only be opened read-only (a read-only file or filesystem: the store must write). */
 int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen);
 /* The WAL bound store_open uses: 64 MiB. */
 #define STORE_WAL_MAX_DEFAULT (64LL << 20)
@@ -139,7 +140,8 @@ int64_t store_task_transitions(struct store *s, enum task_state from, enum task_
  * key may be NULL (no idempotency); fingerprint identifies the canonical parameters.
  * Returns 0 (res->replayed tells a replay from a new task), GWB_EQUOTA, GWB_ECONFLICT (the key
  * was used with other parameters), GWB_ENOTFOUND (no such team), GWB_EBUSY (the database stayed
- * locked past the busy time-out), or GWB_EDB. res is filled in every case it can be. */
+ * locked past the busy time-out), GWB_EUNAVAIL (the storage refused: see "storage faults"), or
+ * GWB_EDB. res is filled in every case it can be. */
 int store_task_submit(struct store *s, const struct task_req *req, const char *key,
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res);
