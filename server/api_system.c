@@ -18,19 +18,32 @@ void api_readyz(struct req *r)
 	/* A cheap read, not an integrity check: probes come often, and a scan of the whole
 	 * database would block the loop for as long as it takes. */
 	int store_ok = store_schema_version(api->store) == store_schema_latest();
+	/* A storage fault (a full disk, a read-only or failing filesystem) refuses every write
+	 * until one commits again: not ready, named, with when it began. Reads still work. */
+	struct store_fault f;
+	store_fault_get(api->store, &f);
 	/* The WAL's size from memory; above its bound the checkpoints are being held back (a
 	 * long reader): worth a look, but the server still serves. */
 	struct store_wal_stats w;
 	store_wal_stats(api->store, &w);
-	json_object_set_new(
-		deps, "store",
-		json_pack("{s:s, s:s, s:{s:I, s:I, s:b, s:I, s:I}}", "state",
-			  store_ok ? "ok" : "failed", "path", api->cfg->db, "wal", "bytes",
-			  (json_int_t)w.wal_bytes, "max_bytes", (json_int_t)w.wal_max_bytes,
-			  "over_bound", w.wal_bytes > w.wal_max_bytes, "checkpoints",
-			  (json_int_t)w.checkpoints, "checkpoints_busy",
-			  (json_int_t)w.checkpoints_busy));
-	ready &= store_ok;
+	json_t *store = json_pack(
+		"{s:s, s:s, s:{s:I, s:I, s:b, s:I, s:I, s:I}}", "state",
+		!store_ok ? "failed" : f.kind != STORE_FAULT_NONE ? store_fault_name(f.kind) : "ok",
+		"path", api->cfg->db, "wal", "bytes", (json_int_t)w.wal_bytes, "max_bytes",
+		(json_int_t)w.wal_max_bytes, "over_bound", w.wal_bytes > w.wal_max_bytes,
+		"checkpoints", (json_int_t)w.checkpoints, "checkpoints_busy",
+		(json_int_t)w.checkpoints_busy, "checkpoints_failed",
+		(json_int_t)w.checkpoints_failed);
+	if (f.kind != STORE_FAULT_NONE) {
+		char since[40];
+		clock_fmt_rfc3339_ms(f.since_ms, since, sizeof since);
+		json_object_set_new(store, "fault",
+				    json_pack("{s:s, s:s, s:I}", "kind", store_fault_name(f.kind),
+					      "since", since, "writes_failed",
+					      (json_int_t)f.writes_failed));
+	}
+	json_object_set_new(deps, "store", store);
+	ready &= store_ok && f.kind == STORE_FAULT_NONE;
 	if (api->readiness)
 		api->readiness(api->readiness_arg, deps, &ready);
 	/* Dependencies not wired in yet are named, so a reader sees they are absent, not fine. */

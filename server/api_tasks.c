@@ -158,6 +158,8 @@ static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
 	case GWB_EBUSY:
 		http_add_header(r, "Retry-After", "1");
 		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
+	case GWB_EUNAVAIL:
+		return http_reply_store_error(r, rc, NULL);
 	default:
 		log_error("api", "submit_failed", "team=%s error=%s db=%s", log_q(q->team),
 			  err_name(rc), log_q(store_errmsg(r->api->store)));

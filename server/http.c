@@ -327,11 +327,31 @@ static int odd_path(const char *path)
 	return 0;
 }
 
+/* Seconds a client waits after a storage fault: space or a remount comes back from an
+ * operator or a clean-up job, not within the second a lock takes. */
+#define STORAGE_RETRY_AFTER "5"
+
 void http_reply_store_error(struct req *r, int rc, const char *message)
 {
 	if (rc == GWB_EBUSY) {
 		http_add_header(r, "Retry-After", "1");
 		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
+	}
+	if (rc == GWB_EUNAVAIL) {
+		struct store_fault f;
+		store_fault_get(r->api->store, &f);
+		const char *code = f.kind == STORE_FAULT_FULL	? "storage_full"
+				   : f.kind == STORE_FAULT_READONLY ? "storage_read_only"
+								    : "storage_error";
+		char since[40];
+		clock_fmt_rfc3339_ms(f.since_ms, since, sizeof since);
+		http_add_header(r, "Retry-After", STORAGE_RETRY_AFTER);
+		json_t *details = json_pack("{s:s, s:s}", "storage", store_fault_name(f.kind),
+					    "since", since);
+		return http_reply_error(r, 503, code,
+					"the database's storage refuses writes; nothing of this "
+					"request was stored; retry",
+					details);
 	}
 	http_reply_error(r, 500, "internal", message, NULL);
 }

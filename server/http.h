@@ -115,8 +115,9 @@ struct http_deferred_ops {
  * what decide needs). The reply is sent after the COMMIT, whether or not the client is still
  * there (answering is how evhttp releases the request). The caller must not reply. */
 void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx);
-/* Answers a store error: GWB_EBUSY is 503 busy with Retry-After: 1, anything else 500
- * internal with message. */
+/* Answers a store error: GWB_EBUSY is 503 busy with Retry-After: 1; GWB_EUNAVAIL (a storage
+ * fault) is 503 storage_full, storage_read_only or storage_error with Retry-After: 5 and the
+ * store's fault in details; anything else 500 internal with message. */
 void http_reply_store_error(struct req *r, int rc, const char *message);
 
 /* Sends status with body (stolen; may be NULL for no body) as application/json. */

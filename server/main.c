@@ -40,6 +40,7 @@ struct server {
 	struct event *sig_term, *sig_int;
 	int64_t idem_purged_ms;   /* last idempotency-key purge */
 	int64_t batches_seen;     /* api.batches at the last tick: none since means idle */
+	int checkpoint_failing;   /* the last checkpoint that finished or failed, failed */
 	struct {
 		const char *name;
 		server_health_fn fn;
@@ -96,8 +97,13 @@ static void on_cron(evutil_socket_t fd, short what, void *arg)
 	srv->batches_seen = srv->api.batches;
 	struct store_wal_stats w;
 	store_wal_stats(srv->store, &w);
-	if (w.wal_bytes > 0 && store_checkpoint(srv->store, idle) == GWB_EDB)
-		log_warn("store", "checkpoint_failed", "error=%s", log_q(store_errmsg(srv->store)));
+	int rc = w.wal_bytes > 0 ? store_checkpoint(srv->store, idle) : 0;
+	/* Logged when checkpoints start failing, not on every tick while a disk stays full. */
+	if (rc && rc != GWB_EBUSY && !srv->checkpoint_failing)
+		log_warn("store", "checkpoint_failed", "error=%s db=%s", err_name(rc),
+			 log_q(store_errmsg(srv->store)));
+	if (rc != GWB_EBUSY)
+		srv->checkpoint_failing = rc != 0;
 }
 
 /* /readyz: every registered dependency's state. */

@@ -34,7 +34,11 @@ struct reconciler {
 	struct recon_ops *ops;
 	json_t *dirty; /* task id -> true */
 	json_t *notes; /* informers' task events waiting for the safe point: [id, type, detail] */
+	/* Queued tasks whose create intent came while the store refused writes: the move to
+	 * creating is retried at their next pass, not after the queued grace (task id -> true). */
+	json_t *intent_retry;
 	struct event *safe_point;
+	int tick_pass; /* the next safe point is the housekeeping tick's (see store_refusing) */
 	int64_t last_resync_ms;
 	int64_t last_token_ms;
 	int64_t intents_lost_at; /* wall ms: intents published before it will not come (0: none) */
@@ -62,6 +66,27 @@ static void mark_active(struct reconciler *r)
 		json_object_set_new(r->dirty, json_string_value(id), json_true());
 	json_decref(ids);
 	event_active(r->safe_point, EV_TIMEOUT, 0);
+}
+
+/* 1 while the store refuses writes (a full disk, a read-only or failing filesystem). Then a
+ * write that failed is retried at the housekeeping tick's pace, not at once: at once would be
+ * a spin of failing transactions, and an operation's answer (a Pod list proving a release
+ * the store cannot record) would start the next request as fast as the API server answers.
+ * The failed writes are not lost: their tasks stay dirty and are decided again from SQLite. */
+static int store_refusing(const struct reconciler *r)
+{
+	struct store_fault f;
+	store_fault_get(r->c.store, &f);
+	return f.kind != STORE_FAULT_NONE;
+}
+
+/* Decides task id again: at once, or at the next tick while the store refuses writes. */
+static void retry_task(struct reconciler *r, const char *id)
+{
+	if (store_refusing(r))
+		json_object_set_new(r->dirty, id, json_true()); /* on_cron wakes the safe point */
+	else
+		mark_dirty(r, id);
 }
 
 /* An informer's event for a task's history waits for the safe point, where the events of one
@@ -140,11 +165,17 @@ static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 	 * queue. */
 	if (has_queue && kube_room(r->kube) <= 0)
 		return 0;
-	if (!decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms,
+	int arrived = json_object_get(r->intent_retry, t->id) != NULL;
+	if (t->state != TASK_QUEUED)
+		json_object_del(r->intent_retry, t->id);
+	if (!(arrived && t->state == TASK_QUEUED) &&
+	    !decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms,
 				r->intents_lost_at, now))
 		return 0;
 	task_set_state(t, TASK_CREATING);
-	json_t *d = json_pack("{s:s}", "intent", has_queue ? "overdue" : "no_queue");
+	json_t *d = json_pack("{s:s}", "intent",
+			      arrived ? "create" : has_queue ? "overdue" : "no_queue");
+	/* Forgotten at a pass that loads it moved: a batch's commit may still fail. */
 	int rc = store_task_observe(r->c.store, t, d, now);
 	json_decref(d);
 	return rc;
@@ -162,7 +193,7 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 	if (!recon_ops_idle(r->ops, id))
 		goto out; /* the operation's answer marks the task dirty again */
 	if (take_queued(r, t, now)) {
-		mark_dirty(r, id);
+		retry_task(r, id);
 		goto out;
 	}
 	picture_view(r->pic, t, &v);
@@ -173,8 +204,12 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 		mark_dirty(r, id); /* changed under us (a cancel): decide again */
 		goto out;
 	}
-	if (recon_ops_due(r->ops, id, now))
-		recon_ops_start(r->ops, t, decide_action(t, &v, fresh));
+	if (recon_ops_due(r->ops, id, now)) {
+		if (!r->tick_pass && store_refusing(r))
+			retry_task(r, id); /* one operation per task and tick until writes work */
+		else
+			recon_ops_start(r->ops, t, decide_action(t, &v, fresh));
+	}
 	recon_ops_settle(r->ops, id, 0, task_state_is(t->state, TASK_FINAL) && t->released);
 out:
 	recon_view_clear(&v);
@@ -211,6 +246,7 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 		json_decref(r->notes);
 		r->notes = json_incref(notes);
 	}
+	r->tick_pass = 0;
 	json_decref(notes);
 	json_decref(dirty);
 	recon_ops_flush(r->ops);
@@ -219,6 +255,7 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 static void on_cron(void *arg, int64_t now)
 {
 	struct reconciler *r = arg;
+	r->tick_pass = 1;
 	if (json_object_size(r->dirty) || json_array_size(r->notes))
 		event_active(r->safe_point, EV_TIMEOUT, 0); /* after a failed safe point */
 	if (now - r->last_resync_ms >= r->c.cfg->reconcile_resync_ms) {
@@ -266,6 +303,13 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
 		json_t *d = json_pack("{s:s}", "intent", kind);
 		rc = store_task_observe(r->c.store, t, d, clock_now_ms());
 		json_decref(d);
+		/* The store refuses writes: the intent is taken all the same and the move is
+		 * retried at the task's passes (take_queued), so the task does not wait for the
+		 * queue's redelivery or the queued grace once writes work again. */
+		if (rc == GWB_EUNAVAIL) {
+			json_object_set_new(r->intent_retry, task_id, json_true());
+			rc = 0;
+		}
 		if (rc && rc != GWB_ECONFLICT)
 			goto out;
 	}
@@ -425,6 +469,7 @@ int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, ch
 	}
 	r->dirty = json_object();
 	r->notes = json_array();
+	r->intent_retry = json_object();
 	r->safe_point = event_new(ctx->base, -1, 0, on_safe_point, r);
 	int wt = (int)cfg->kube_watch_timeout_seconds, idle = (int)cfg->kube_watch_idle_seconds;
 	r->pic = picture_new(r->kube, ctx->base, r->ns, wt, idle, &picture_ops, r);
@@ -459,6 +504,7 @@ void reconciler_free(struct reconciler *r)
 	notes_write(r, r->notes); /* the informers' last events, each in its own transaction */
 	json_decref(r->notes);
 	json_decref(r->dirty);
+	json_decref(r->intent_retry);
 	event_free(r->safe_point);
 	gwb_free(r);
 }

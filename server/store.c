@@ -114,9 +114,72 @@ const char *store_errmsg(struct store *s)
 
 static int wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t errlen);
 
-static int rc_err(int rc)
+/* The kind of storage fault a SQLite result code is (the connection's codes are primary
+ * ones: extended codes are off), or STORE_FAULT_NONE when it is not one. */
+static enum store_fault_kind fault_kind(int rc)
 {
-	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? GWB_EBUSY : GWB_EDB;
+	switch (rc) {
+	case SQLITE_FULL:
+		return STORE_FAULT_FULL;
+	case SQLITE_READONLY:
+		return STORE_FAULT_READONLY;
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN:
+		return STORE_FAULT_IO;
+	default:
+		return STORE_FAULT_NONE;
+	}
+}
+
+int store_rc_err(struct store *s, int rc)
+{
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+		return GWB_EBUSY;
+	enum store_fault_kind kind = fault_kind(rc);
+	if (kind == STORE_FAULT_NONE)
+		return GWB_EDB;
+	if (s->fault.kind == STORE_FAULT_NONE) {
+		s->fault.since_ms = clock_now_ms();
+		s->fault.writes_failed = 0;
+		s->fault.faults++;
+		log_error("store", "storage_fault", "kind=%s error=%s", store_fault_name(kind),
+			  log_q(sqlite3_errstr(rc)));
+	}
+	s->fault.kind = kind;
+	s->fault.writes_failed++;
+	return GWB_EUNAVAIL;
+}
+
+const char *store_fault_name(enum store_fault_kind kind)
+{
+	switch (kind) {
+	case STORE_FAULT_FULL:
+		return "full";
+	case STORE_FAULT_READONLY:
+		return "read_only";
+	case STORE_FAULT_IO:
+		return "io_error";
+	default:
+		return "none";
+	}
+}
+
+void store_fault_get(struct store *s, struct store_fault *out)
+{
+	*out = s->fault;
+}
+
+/* A transaction that stored a change committed: whatever refused the writes before does not
+ * now. */
+static void fault_clear(struct store *s)
+{
+	if (s->fault.kind == STORE_FAULT_NONE ||
+	    sqlite3_total_changes64(s->db) == s->changes_at_begin)
+		return;
+	log_info("store", "storage_recovered", "kind=%s writes_failed=%lld seconds=%lld",
+		 store_fault_name(s->fault.kind), (long long)s->fault.writes_failed,
+		 (long long)((clock_now_ms() - s->fault.since_ms) / 1000));
+	s->fault.kind = STORE_FAULT_NONE;
 }
 
 sqlite3_stmt *store_stmt(struct store *s, const char *sql)
@@ -149,19 +212,44 @@ sqlite3_stmt *store_stmt(struct store *s, const char *sql)
 static int exec_sql(struct store *s, const char *sql)
 {
 	int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0 : rc_err(rc);
+	return rc == SQLITE_OK ? 0 : store_rc_err(s, rc);
+}
+
+/* Inside a batch: 1 when its transaction is gone (SQLite rolled it back after a storage
+ * fault or a lost lock), noting the error every later unit and the commit return. */
+static int batch_gone(struct store *s)
+{
+	if (!s->in_batch || !sqlite3_get_autocommit(s->db))
+		return 0;
+	if (!s->batch_lost) {
+		int rc = sqlite3_errcode(s->db);
+		s->batch_lost = fault_kind(rc) != STORE_FAULT_NONE ? store_rc_err(s, rc)
+				: s->fault.kind != STORE_FAULT_NONE ? GWB_EUNAVAIL
+								      : GWB_EDB;
+	}
+	return 1;
+}
+
+static int begin_immediate(struct store *s)
+{
+	s->changes_at_begin = sqlite3_total_changes64(s->db);
+	return exec_sql(s, "BEGIN IMMEDIATE");
 }
 
 int store_begin(struct store *s)
 {
 	if (s->in_batch) {
+		/* Outside a transaction SAVEPOINT would open one of its own, whose RELEASE
+		 * commits: a unit of a batch that is gone fails instead. */
+		if (batch_gone(s))
+			return s->batch_lost;
 		/* Inside a batch a decision is a savepoint of the batch's transaction; the
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
 		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
 		return exec_sql(s, "SAVEPOINT unit");
 	}
-	return exec_sql(s, "BEGIN IMMEDIATE");
+	return begin_immediate(s);
 }
 
 static void counts_settle(struct store *s, int apply)
@@ -182,9 +270,12 @@ static void counts_settle(struct store *s, int apply)
 int store_commit(struct store *s)
 {
 	if (s->in_batch) {
-		int rc = exec_sql(s, "RELEASE unit");
-		if (rc)
+		int rc = batch_gone(s) ? s->batch_lost : exec_sql(s, "RELEASE unit");
+		if (rc) {
 			store_rollback(s);
+			if (s->batch_lost)
+				rc = s->batch_lost;
+		}
 		return rc;
 	}
 	int rc = exec_sql(s, "COMMIT");
@@ -193,6 +284,7 @@ int store_commit(struct store *s)
 		return rc;
 	}
 	counts_settle(s, 1);
+	fault_clear(s);
 	store_wal_bound(s);
 	return 0;
 }
@@ -201,9 +293,13 @@ void store_rollback(struct store *s)
 {
 	if (s->in_batch) {
 		/* ROLLBACK TO undoes the unit's writes and keeps the savepoint open; RELEASE
-		 * closes it, leaving the batch's transaction as it was before the unit. */
-		sqlite3_exec(s->db, "ROLLBACK TO unit", NULL, NULL, NULL);
-		sqlite3_exec(s->db, "RELEASE unit", NULL, NULL, NULL);
+		 * closes it, leaving the batch's transaction as it was before the unit. When
+		 * SQLite has rolled the whole transaction back there is nothing left to undo. */
+		if (!batch_gone(s)) {
+			sqlite3_exec(s->db, "ROLLBACK TO unit", NULL, NULL, NULL);
+			sqlite3_exec(s->db, "RELEASE unit", NULL, NULL, NULL);
+			batch_gone(s);
+		}
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
 		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
 		return;
@@ -236,28 +332,40 @@ int store_unit_end(struct store *s, int rc)
 {
 	if (rc == 0)
 		return store_commit(s);
+	/* A statement the unit stepped itself maps any failure to GWB_EDB; the connection's
+	 * last error tells a storage fault from the rest. */
+	if (rc == GWB_EDB && fault_kind(sqlite3_errcode(s->db)) != STORE_FAULT_NONE)
+		rc = store_rc_err(s, sqlite3_errcode(s->db));
 	store_rollback(s);
-	return rc;
+	return s->in_batch && s->batch_lost ? s->batch_lost : rc;
 }
 
 int store_batch_begin(struct store *s)
 {
 	if (s->in_batch)
 		return GWB_EBUSY; /* one batch at a time: the caller runs without one */
-	int rc = exec_sql(s, "BEGIN IMMEDIATE");
+	int rc = begin_immediate(s);
 	s->in_batch = rc == 0;
+	s->batch_lost = 0;
 	return rc;
 }
 
 int store_batch_commit(struct store *s)
 {
+	int lost = batch_gone(s) ? s->batch_lost : 0;
 	s->in_batch = 0;
+	s->batch_lost = 0;
+	if (lost) {
+		store_rollback(s); /* the counters' moves go; nothing else is left */
+		return lost;
+	}
 	return store_commit(s);
 }
 
 void store_batch_rollback(struct store *s)
 {
 	s->in_batch = 0;
+	s->batch_lost = 0;
 	store_rollback(s);
 }
 
@@ -284,8 +392,14 @@ int store_checkpoint(struct store *s, int truncate)
 		s->checkpoint_busy++;
 		return GWB_EBUSY;
 	}
-	if (rc != SQLITE_OK)
-		return GWB_EDB;
+	if (rc != SQLITE_OK) {
+		/* A storage fault is counted, not recorded as the store's fault: only writes
+		 * set and clear that, and the frames wait in the WAL for the next try. */
+		if (fault_kind(rc) == STORE_FAULT_NONE)
+			return GWB_EDB;
+		s->checkpoint_failed++;
+		return GWB_EUNAVAIL;
+	}
 	/* Every frame is in the database now: the next commit starts the WAL over (TRUNCATE has
 	 * emptied the file as well). */
 	s->wal_pages = truncate ? 0 : s->wal_pages;
@@ -304,6 +418,7 @@ void store_wal_stats(struct store *s, struct store_wal_stats *out)
 	out->wal_max_bytes = s->wal_max_bytes;
 	out->checkpoints = s->checkpoints;
 	out->checkpoints_busy = s->checkpoint_busy;
+	out->checkpoints_failed = s->checkpoint_failed;
 }
 
 void store_task_counts(struct store *s, int64_t *counts)
@@ -320,12 +435,11 @@ int64_t store_task_transitions(struct store *s, enum task_state from, enum task_
 
 int store_step_done(struct store *s, sqlite3_stmt *st)
 {
-	(void)s;
 	if (!st)
 		return GWB_EDB;
 	int rc = sqlite3_step(st);
 	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : rc_err(rc);
+	return rc == SQLITE_DONE ? 0 : store_rc_err(s, rc);
 }
 
 void store_bind_text(sqlite3_stmt *st, int idx, const char *v)
@@ -406,6 +520,18 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		store_close(s);
 		return GWB_EDB;
 	}
+	/* SQLite opens a file it cannot write read-only, silently: the server must write its
+	 * database (every answer is a commit), so it says so now rather than at the first
+	 * submission. */
+	if (sqlite3_db_readonly(s->db, "main") == 1) {
+		snprintf(err, errlen,
+			 "%s: read-only: the file or its filesystem cannot be written, and every "
+			 "decision is written to it (make it writable, or set GWB_DB to a writable "
+			 "path)",
+			 path);
+		store_close(s);
+		return GWB_EUNAVAIL;
+	}
 	sqlite3_busy_timeout(s->db, busy_timeout_ms);
 	sqlite3_extended_result_codes(s->db, 0);
 	/* WAL lets readers run beside the writer; synchronous=FULL makes every acknowledged
@@ -416,12 +542,10 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		store_close(s);
 		return GWB_EDB;
 	}
-	rc = migrate(s, err, errlen);
-	if (rc) {
-		store_close(s);
-		return rc;
-	}
-	if ((rc = wal_setup(s, wal_max_bytes, err, errlen))) {
+	char why[400];
+	if ((rc = migrate(s, why, sizeof why)) ||
+	    (rc = wal_setup(s, wal_max_bytes, why, sizeof why))) {
+		snprintf(err, errlen, "%s: %s", path, why);
 		store_close(s);
 		return rc;
 	}

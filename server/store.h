@@ -15,7 +15,8 @@ struct store;
 
 /* Opens (creating if needed) the database at path, enables WAL and foreign keys, sets the busy
  * time-out, and runs pending migrations. Returns 0 and *out (caller frees with store_close), or
- * a negative error with the reason in err. */
+ * a negative error with the reason in err, which names path: GWB_EUNAVAIL when the file can
+ * only be opened read-only (a read-only file or filesystem: the store must write). */
 int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen);
 /* The WAL bound store_open uses: 64 MiB. */
 #define STORE_WAL_MAX_DEFAULT (64LL << 20)
@@ -68,19 +69,51 @@ struct submit_result {
  * the batch's COMMIT (one fsync for the lot). Every other write of the store made while a
  * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too. */
 
-/* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock) or
- * GWB_EDB; on failure no batch is open. */
+/* ---- storage faults ----
+ * A write refused by the storage under the database returns GWB_EUNAVAIL, from any function
+ * of the store that writes: SQLITE_FULL (no space left), SQLITE_READONLY (the file, its
+ * folder or its filesystem cannot be written), SQLITE_IOERR or SQLITE_CANTOPEN (the disk or
+ * the filesystem failed). Nothing of the failed transaction is stored (SQLite rolls back what
+ * it cannot write) and the counters kept in memory (tasks by state, transitions) roll back
+ * with it, so a retry later starts from what is stored. The store remembers the fault until a
+ * transaction that changed something commits again: that is how the server sees the space
+ * return. */
+enum store_fault_kind {
+	STORE_FAULT_NONE,
+	STORE_FAULT_FULL,
+	STORE_FAULT_READONLY,
+	STORE_FAULT_IO,
+};
+struct store_fault {
+	enum store_fault_kind kind; /* of the last refused write; NONE once a write commits */
+	int64_t since_ms;           /* wall clock of the first refused write of this fault */
+	int64_t writes_failed;      /* statements and commits refused during this fault */
+	int64_t faults;             /* faults since the store was opened (NONE -> a kind) */
+};
+/* Copies the store's fault state into out (from memory: no I/O). */
+void store_fault_get(struct store *s, struct store_fault *out);
+/* "none", "full", "read_only" or "io_error". */
+const char *store_fault_name(enum store_fault_kind kind);
+
+/* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock),
+ * GWB_EUNAVAIL (a storage fault) or GWB_EDB; on failure no batch is open. */
 int store_batch_begin(struct store *s);
-/* Commits the batch (one fsync): 0, or GWB_EBUSY / GWB_EDB, in which case every write of the
- * batch is rolled back. Either way the batch is closed. A commit that leaves the WAL above
- * its bound runs a PASSIVE checkpoint (as every commit does). */
+/* Commits the batch (one fsync): 0, or GWB_EBUSY / GWB_EUNAVAIL / GWB_EDB, in which case
+ * every write of the batch is rolled back, with the in-memory counters' moves. Either way the
+ * batch is closed. When SQLite rolled the batch's transaction back during a unit (a storage
+ * fault can), every later unit of the batch failed with that error and the commit returns it.
+ * A commit that leaves the WAL above its bound runs a PASSIVE checkpoint (as every commit
+ * does). */
 int store_batch_commit(struct store *s);
 /* Rolls the batch back and closes it. */
 void store_batch_rollback(struct store *s);
 
 /* Checkpoints the WAL without waiting for anyone: PASSIVE, or TRUNCATE (truncate 1: the WAL
  * file emptied, for idle moments). 0 when every frame reached the database, GWB_EBUSY when a
- * reader or another writer kept part of it (retried on the next call), or GWB_EDB. */
+ * reader or another writer kept part of it (retried on the next call), GWB_EUNAVAIL when the
+ * storage refused (the database file could not grow: the frames stay in the WAL, counted in
+ * checkpoints_failed; it does not set the store's fault, which writes alone set and clear),
+ * or GWB_EDB. */
 int store_checkpoint(struct store *s, int truncate);
 /* Runs a PASSIVE checkpoint when the WAL is above its bound. */
 void store_wal_bound(struct store *s);
@@ -89,6 +122,7 @@ struct store_wal_stats {
 	int64_t wal_max_bytes;    /* the bound */
 	int64_t checkpoints;      /* checkpoints run */
 	int64_t checkpoints_busy; /* of which could not finish */
+	int64_t checkpoints_failed; /* of which the storage refused (GWB_EUNAVAIL) */
 };
 /* Fills out with the WAL's figures (from memory: no I/O). */
 void store_wal_stats(struct store *s, struct store_wal_stats *out);
@@ -106,7 +140,8 @@ int64_t store_task_transitions(struct store *s, enum task_state from, enum task_
  * key may be NULL (no idempotency); fingerprint identifies the canonical parameters.
  * Returns 0 (res->replayed tells a replay from a new task), GWB_EQUOTA, GWB_ECONFLICT (the key
  * was used with other parameters), GWB_ENOTFOUND (no such team), GWB_EBUSY (the database stayed
- * locked past the busy time-out), or GWB_EDB. res is filled in every case it can be. */
+ * locked past the busy time-out), GWB_EUNAVAIL (the storage refused: see "storage faults"), or
+ * GWB_EDB. res is filled in every case it can be. */
 int store_task_submit(struct store *s, const struct task_req *req, const char *key,
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res);

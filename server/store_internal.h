@@ -28,6 +28,7 @@ struct store {
 	int page_size;
 	int64_t wal_max_bytes;
 	int64_t checkpoints, checkpoint_busy; /* checkpoints run; those that could not finish */
+	int64_t checkpoint_failed;           /* of which the storage refused */
 	/* Tasks by state, kept in memory for /metrics (counted from the table at open); the
 	 * moves of the open transaction wait in count_pend until its COMMIT. */
 	int64_t counts[TASK_NSTATES];
@@ -38,6 +39,15 @@ struct store {
 	int64_t trans[TASK_NSTATES + 1][TASK_NSTATES];
 	int64_t trans_pend[TASK_NSTATES + 1][TASK_NSTATES];
 	int64_t trans_sp[TASK_NSTATES + 1][TASK_NSTATES];
+	/* The storage fault the last write met (store_fault_get); cleared by the next commit
+	 * that stored a change. */
+	struct store_fault fault;
+	int64_t changes_at_begin; /* sqlite3_total_changes64 when the transaction began */
+	/* Inside a batch: the error that made SQLite roll the batch's whole transaction back
+	 * (a full disk or an I/O error can), 0 while it is open. Once set, every later unit of
+	 * the batch fails with it and the batch's commit returns it: no unit may run outside
+	 * the batch's transaction, where its RELEASE would be a commit of its own. */
+	int batch_lost;
 };
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
@@ -71,18 +81,26 @@ sqlite3_stmt *store_stmt(struct store *s, const char *sql);
 int store_begin(struct store *s);
 /* COMMIT (RELEASE in a batch): 0, GWB_EBUSY or GWB_EDB (rolled back on failure). */
 int store_commit(struct store *s);
-/* Opens the unit of one decision: store_begin. 0, GWB_EBUSY or GWB_EDB. */
+/* Opens the unit of one decision: store_begin. 0, GWB_EBUSY, GWB_EUNAVAIL (a storage fault,
+ * or a batch whose transaction is gone) or GWB_EDB. */
 int store_unit_begin(struct store *s);
 /* Ends the unit opened by store_unit_begin: when rc is 0 commits it (COMMIT, or RELEASE inside
  * a batch: durable only with the batch's COMMIT) and returns that outcome; otherwise undoes
- * only this unit's writes (ROLLBACK, or ROLLBACK TO and RELEASE) and returns rc. */
+ * only this unit's writes (ROLLBACK, or ROLLBACK TO and RELEASE) and returns rc, except that
+ * a GWB_EDB whose cause was the storage (the connection's last error) becomes GWB_EUNAVAIL,
+ * and inside a batch whose transaction SQLite rolled back it returns the batch's error. */
 int store_unit_end(struct store *s, int rc);
 /* Records that a task moved from one state to the other (TASK_NONE: created). Inside a
  * transaction the move counts once that transaction commits; outside, at once. */
 void store_count_move(struct store *s, enum task_state from, enum task_state to);
 /* ROLLBACK; harmless when no transaction is open. */
 void store_rollback(struct store *s);
-/* Runs one statement to completion, expecting no rows. 0 or GWB_EDB/GWB_EBUSY. */
+/* Maps a failed SQLite result code to the store's error: GWB_EBUSY for a lock, GWB_EUNAVAIL
+ * for the storage (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN: the fault is
+ * recorded on s), GWB_EDB otherwise. */
+int store_rc_err(struct store *s, int rc);
+/* Runs one statement to completion, expecting no rows. 0 or GWB_EDB/GWB_EBUSY/GWB_EUNAVAIL
+ * (store_rc_err). */
 int store_step_done(struct store *s, sqlite3_stmt *st);
 /* Appends an event to the task's history inside the caller's transaction. detail may be NULL
  * (borrowed). 0 or GWB_EDB. */
