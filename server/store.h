@@ -110,6 +110,14 @@ int64_t store_task_transitions(struct store *s, enum task_state from, enum task_
 int store_task_submit(struct store *s, const struct task_req *req, const char *key,
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res);
+/* store_task_submit that also fills *row (caller-owned) with the new task exactly as a later
+ * store_task_load inside the same transaction would read it (its reservation joined, seq
+ * included), so the submission can be answered without reading it back. *row is meaningful
+ * only when 0 is returned and res->replayed is 0; a replay leaves it undefined (the earlier
+ * task may have moved on: read it). Same returns as store_task_submit. */
+int store_task_submit_row(struct store *s, const struct task_req *req, const char *key,
+			  const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+			  struct submit_result *res, struct task *row);
 
 /* Loads task id into *out (the row as stored: the API shapes its JSON). 0, GWB_ENOTFOUND or
  * GWB_EDB (also for a stored state that is not in the lifecycle table). */

@@ -98,11 +98,11 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 	return cut ? GWB_EINVAL : 0;
 }
 
-/* Inserts the task row with a fresh id (retrying on the unlikely id collision). */
+/* Inserts the task row with a fresh id (retrying on the unlikely id collision); t receives
+ * the row as inserted (its seq too). */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
-		       int64_t now_ms, char id[16])
+		       int64_t now_ms, char id[16], struct task *t)
 {
-	struct task *t = gwb_malloc(sizeof *t);
 	int rc = new_task(t, req, key, now_ms);
 	for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
 		store_new_task_id(id);
@@ -120,28 +120,30 @@ static int insert_task(struct store *s, const struct task_req *req, const char *
 		TASK_COLUMNS(INS_BIND)
 		int step = sqlite3_step(st);
 		sqlite3_reset(st);
-		if (step == SQLITE_DONE)
-			goto out;
+		if (step == SQLITE_DONE) {
+			t->seq = sqlite3_last_insert_rowid(s->db);
+			return 0;
+		}
 		if (step != SQLITE_CONSTRAINT)
 			rc = GWB_EDB;
 	}
-	if (rc == 0)
-		rc = GWB_EDB; /* four colliding ids in a row: the generator is broken */
-out:
-	gwb_free(t);
-	return rc;
+	return rc ? rc : GWB_EDB; /* four colliding ids in a row: the generator is broken */
 }
 
 /* The writes of an accepted submission, after the checks. */
 static int submit_writes(struct store *s, const struct task_req *req, const char *key,
 			 const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
-			 struct submit_result *res)
+			 struct submit_result *res, struct task *t)
 {
 	char id[16];
-	int rc = insert_task(s, req, key, now_ms, id);
+	int rc = insert_task(s, req, key, now_ms, id, t);
 	if (rc)
 		return rc;
 	snprintf(res->task_id, sizeof res->task_id, "%s", id);
+	/* The reservation as the row below holds it: what TASK_SELECT's join reads back. */
+	t->reserved_mem_mib = res->req_mem;
+	t->reserved_core_percent = res->req_core;
+	t->loaded_state = t->state;
 
 	sqlite3_stmt *st = store_stmt(s, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
 					 "gpu_core_percent) VALUES (?, ?, ?, ?)");
@@ -203,6 +205,16 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res)
 {
+	struct task *t = gwb_malloc(sizeof *t);
+	int rc = store_task_submit_row(s, req, key, fingerprint, now_ms, key_ttl_ms, res, t);
+	gwb_free(t);
+	return rc;
+}
+
+int store_task_submit_row(struct store *s, const struct task_req *req, const char *key,
+			  const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+			  struct submit_result *res, struct task *row)
+{
 	memset(res, 0, sizeof *res);
 	res->req_mem = req->gpu_memory_mib * req->gpu_count;
 	res->req_core = req->gpu_core_percent * req->gpu_count;
@@ -234,7 +246,7 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		rc = GWB_EQUOTA;
 		goto out;
 	}
-	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res);
+	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row);
 out:
 	rc = store_unit_end(s, rc);
 	if (rc == 0)
