@@ -235,7 +235,7 @@ static void dry_run(struct req *r, const struct task_req *q)
 }
 
 /* A submission waiting for the group commit: the parsed body (q's strings point into it) and
- * the decision, once made. */
+ * the decision, once made: for a new task, its view shaped from the row as inserted. */
 struct submit_ctx {
 	json_t *body;
 	struct task_req q;
@@ -245,13 +245,21 @@ struct submit_ctx {
 	int64_t now_ms, ttl_ms;
 	int rc;
 	struct submit_result res;
+	json_t *view;
 };
 
 static void submit_decide(struct req *r, void *arg)
 {
 	struct submit_ctx *c = arg;
-	c->rc = store_task_submit(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
-				  c->now_ms, c->ttl_ms, &c->res);
+	struct task *t = gwb_malloc(sizeof *t);
+	c->rc = store_task_submit_row(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
+				      c->now_ms, c->ttl_ms, &c->res, t);
+	/* The 201 shows the task as this decision wrote it: nothing else can change it before
+	 * the reply (the reply follows the COMMIT in the same callback, and the id is new), so
+	 * reading it back would give the same bytes for the price of a read transaction. */
+	if (c->rc == 0 && !c->res.replayed)
+		c->view = api_task_detail_view(t);
+	gwb_free(t);
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)
@@ -271,13 +279,19 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 	log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
 		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
 		 (long long)c->res.req_core);
-	reply_task(r, 201, c->res.task_id);
+	if (c->view) {
+		http_reply_json(r, 201, c->view); /* takes the view */
+		c->view = NULL;
+	} else { /* jansson refused a text (the parser let it in): stored all the same */
+		http_reply_error(r, 500, "internal", "the task cannot be shown", NULL);
+	}
 	api_task_changed(r->api, c->res.task_id);
 }
 
 static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
+	json_decref(c->view); /* still here when the batch failed */
 	json_decref(c->body);
 	gwb_free(c);
 }

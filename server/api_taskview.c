@@ -108,15 +108,18 @@ json_t *api_task_event_view(const struct task_event *ev)
 			 detail ? detail : json_null());
 }
 
+json_t *api_task_detail_view(const struct task *t)
+{
+	json_t *out = api_task_view(t);
+	json_object_set_new(out, "cancel_requested_at",
+			    time_of(t->has_cancel_requested_at, t->cancel_requested_at));
+	return out;
+}
+
 json_t *api_task_detail(struct store *s, const char *id)
 {
 	struct task *t = gwb_malloc(sizeof *t);
-	json_t *out = NULL;
-	if (store_task_load(s, id, t) == 0) {
-		out = api_task_view(t);
-		json_object_set_new(out, "cancel_requested_at",
-				    time_of(t->has_cancel_requested_at, t->cancel_requested_at));
-	}
+	json_t *out = store_task_load(s, id, t) == 0 ? api_task_detail_view(t) : NULL;
 	gwb_free(t);
 	return out;
 }

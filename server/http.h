@@ -147,6 +147,9 @@ json_t *api_task_event_view(const struct task_event *ev);
  * (cancel_requested_at): a new reference, or NULL when there is no such task (or it cannot
  * be read). */
 json_t *api_task_detail(struct store *s, const char *id);
+/* The same view of a task already in memory (a new reference): what api_task_detail gives
+ * for the row t was read from, byte for byte once dumped. */
+json_t *api_task_detail_view(const struct task *t);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);

@@ -430,3 +430,79 @@ TEST(commit_wal_stays_bounded_and_readyz_shows_it)
 	CHECK(bytes <= 1048576 + 256 * 1024);
 	h_server_stop(&s);
 }
+
+/* A 201 is shaped from the task as its decision inserted it, not read back: it must be the
+ * task a later GET shows. Every field is compared; while the task is still queued (no queue
+ * and no cluster here: nothing moves it), the whole body too, byte for byte. Only the fields
+ * a later state change rewrites may differ, and only once the state did. */
+TEST(commit_201_body_equals_a_later_get)
+{
+	static const char *const movable[] = { "state", "reason", "updated_at", "job", "pod",
+					       "allocation", "pending", "reservation",
+					       "cancel_requested_at", NULL };
+	static const struct {
+		const char *key, *body;
+	} cases[] = {
+		{ NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}" },
+		{ "same-201-k1", "{\"team\": \"alpha\", \"name\": \"n\\u00e9e \\u4e2d \\\"q\\\"\", "
+				 "\"gpu_memory_mib\": 300, \"gpu_core_percent\": 7, \"gpu_count\": 3, "
+				 "\"duration_seconds\": 86400, \"qos\": \"BE\", "
+				 "\"experiment\": \"overlimit\"}" },
+		{ "~!@#$%^&*()_+`-={}[]|:;'<>?,./", "{\"team\": \"alpha\", \"name\": \"x\", "
+						  "\"gpu_memory_mib\": 1048576, "
+						  "\"gpu_core_percent\": 100}" },
+	};
+	struct h_server s;
+	h_server_init(&s);
+	h_server_start(&s);
+	put_team(s.proc.url, "alpha", 1 << 30, 1000000, "alpha-token-123");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char hk[200];
+		const char *hdrs[] = { hk, NULL };
+		snprintf(hk, sizeof hk, "Idempotency-Key: %s", cases[i].key ? cases[i].key : "");
+		struct h_resp post, get;
+		h_req(&post, "POST", s.proc.url, "/v1/tasks", "alpha-token-123", cases[i].body,
+		      cases[i].key ? hdrs : NULL);
+		CHECKF(post.status == 201 && post.json, "case %zu: %ld %s", i, post.status,
+		       post.body);
+		char path[96];
+		snprintf(path, sizeof path, "/v1/tasks/%s",
+			 json_string_value(json_object_get(post.json, "id")));
+		CHECK_STR(h_header(&post, "Location"), path);
+		h_req(&get, "GET", s.proc.url, path, "alpha-token-123", NULL, NULL);
+		CHECK_INT(get.status, 200);
+		CHECK(get.json != NULL);
+		int moved = strcmp(json_string_value(json_object_get(get.json, "state")), "queued");
+		CHECK_STR(json_string_value(json_object_get(post.json, "state")), "queued");
+		CHECK_INT(json_object_size(post.json), json_object_size(get.json));
+		const char *k;
+		json_t *v;
+		json_object_foreach(get.json, k, v) {
+			int may = 0;
+			for (const char *const *m = movable; *m; m++)
+				may |= moved && strcmp(*m, k) == 0;
+			json_t *p = json_object_get(post.json, k);
+			CHECKF(p != NULL, "case %zu: the 201 lacks %s", i, k);
+			CHECKF(may || json_equal(p, v), "case %zu: %s differs", i, k);
+		}
+		if (!moved)
+			CHECKF(strcmp(post.body, get.body) == 0, "case %zu:\n201 %s\nGET %s", i,
+			       post.body, get.body);
+		t_log("case %zu: %s, %zu bytes, %s", i, path, strlen(post.body),
+		      moved ? "moved on" : "byte-identical");
+		/* A replay answers 200 with the same task (read, since it may have moved on). */
+		if (cases[i].key) {
+			struct h_resp again;
+			h_req(&again, "POST", s.proc.url, "/v1/tasks", "alpha-token-123",
+			      cases[i].body, hdrs);
+			CHECK_INT(again.status, 200);
+			CHECK_STR(h_header(&again, "Idempotent-Replayed"), "true");
+			CHECK_STR(json_string_value(json_object_get(again.json, "id")),
+				  json_string_value(json_object_get(post.json, "id")));
+			h_resp_free(&again);
+		}
+		h_resp_free(&get);
+		h_resp_free(&post);
+	}
+	h_server_stop(&s);
+}
