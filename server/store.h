@@ -156,7 +156,10 @@ int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t c
 json_t *store_team_json(struct store *s, const char *team);
 /* Every team, sorted by name, as a new JSON array. */
 json_t *store_teams_json(struct store *s);
-/* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
+/* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB.
+ * A token found is remembered (by its hash) for a second (STORE_TOKEN_TTL_MS), so most
+ * calls read nothing; store_team_put with a token forgets them all, so a change made through
+ * this store holds from the next call on, one made by another process within that second. */
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
 
 /* Number of tasks in each state, counted over the table (a scan: start-up and tests, not the

@@ -289,3 +289,58 @@ TEST(store_refuses_illegal_transitions)
 	CHECK_INT(st, TASK_FAILED);
 	gwb_free(t);
 }
+
+/* Tokens found are remembered, and a token change forgets them: the old token stops working
+ * and the new one works from the next lookup on, whichever team held what before. A change
+ * written by another connection is seen once the remembered entry is a second old. */
+TEST(store_token_remembered_until_a_token_changes)
+{
+	const char *db = h_path("tokc.db");
+	struct store *s = open_store(db);
+	t_defer(close_store, s);
+	unsigned char h1[32], h2[32], h3[32];
+	memset(h1, 1, 32);
+	memset(h2, 2, 32);
+	memset(h3, 3, 32);
+	h3[0] = 1; /* the same slot as h1: a collision only evicts */
+	int created;
+	char team[64];
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h1, 1, &created), 0);
+	CHECK_INT(store_team_put(s, "beta", 1, 1, h2, 1, &created), 0);
+	for (int i = 0; i < 3; i++) {
+		CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+		CHECK_STR(team, "alpha");
+		CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
+		CHECK_STR(team, "beta");
+		CHECK_INT(store_team_by_token(s, h3, team, sizeof team), GWB_ENOTFOUND);
+	}
+	/* alpha takes h3: h1 is nobody's now. */
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h3, 2, &created), 0);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), GWB_ENOTFOUND);
+	CHECK_INT(store_team_by_token(s, h3, team, sizeof team), 0);
+	CHECK_STR(team, "alpha");
+	/* beta takes h1, alpha's old token. */
+	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
+	CHECK_INT(store_team_put(s, "beta", 1, 1, h1, 3, &created), 0);
+	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), GWB_ENOTFOUND);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+	CHECK_STR(team, "beta");
+	/* A refused change forgets too, and changes nothing. */
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h1, 4, &created), GWB_EEXISTS);
+	CHECK_INT(store_team_by_token(s, h3, team, sizeof team), 0);
+	CHECK_STR(team, "alpha");
+	/* Another connection gives beta h2 again: seen within a second. */
+	struct store *other = open_store(db);
+	t_defer(close_store, other);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+	CHECK_INT(store_team_put(other, "beta", 1, 1, h2, 5, &created), 0);
+	int64_t t0 = clock_mono_ms();
+	while (store_team_by_token(s, h1, team, sizeof team) == 0 && clock_mono_ms() < t0 + 3000)
+		usleep(20 * 1000);
+	int64_t took = clock_mono_ms() - t0;
+	t_log("the other connection's change was seen after %lld ms", (long long)took);
+	CHECK(took <= 1000 + 500); /* the second, and a slow machine's slack */
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), GWB_ENOTFOUND);
+	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
+	CHECK_STR(team, "beta");
+}
