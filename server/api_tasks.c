@@ -116,8 +116,12 @@ static void fingerprint(const struct task_req *q, char out[65])
 	char *s = jx_dump(c);
 	unsigned char h[SHA256_DIGEST_LENGTH];
 	SHA256((const unsigned char *)s, strlen(s), h);
-	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
-		snprintf(out + 2 * i, 3, "%02x", h[i]);
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+		out[2 * i] = hex[h[i] >> 4];
+		out[2 * i + 1] = hex[h[i] & 15];
+	}
+	out[2 * SHA256_DIGEST_LENGTH] = '\0';
 	gwb_free(s);
 	json_decref(c);
 }
@@ -329,8 +333,8 @@ void api_tasks_submit(struct req *r)
 	if (key) {
 		snprintf(c->key, sizeof c->key, "%s", key); /* valid_key: at most 128 bytes */
 		c->has_key = 1;
+		fingerprint(&q, c->fp); /* only a key's record keeps it: without one, "" */
 	}
-	fingerprint(&q, c->fp);
 	c->now_ms = clock_now_ms();
 	c->ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
 	http_defer(r, &submit_ops, c);
