@@ -46,24 +46,46 @@ const char *http_header(struct req *r, const char *name)
 	return evhttp_find_header(evhttp_request_get_input_headers(r->ev), name);
 }
 
-/* jansson's dump callback: appends into the reply's evbuffer. */
-static int dump_to_evbuffer(const char *chunk, size_t size, void *arg)
+/* A first guess at a body's size: a task is under 1 KiB; a larger body is dumped twice. */
+#define DUMP_GUESS 2048
+
+/* Appends body's text and a newline to buf, written in place into the buffer's own space:
+ * no intermediate string, and not one evbuffer_add per token as a dump callback does (the
+ * same text as jx_dump: compact, keys sorted). -1 when jansson cannot dump it. */
+static int dump_into(struct evbuffer *buf, const json_t *body)
 {
-	return evbuffer_add(arg, chunk, size);
+	const size_t flags = JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY;
+	size_t want = DUMP_GUESS;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct evbuffer_iovec v;
+		/* One contiguous extent; one byte more than the text for the newline. A space
+		 * reserved and not committed is simply reserved again by the next call. */
+		if (evbuffer_reserve_space(buf, (ev_ssize_t)want + 1, &v, 1) != 1)
+			return -1;
+		size_t n = json_dumpb(body, v.iov_base, v.iov_len, flags);
+		if (n == 0)
+			return -1;
+		if (n < v.iov_len) {
+			((char *)v.iov_base)[n] = '\n';
+			v.iov_len = n + 1;
+			return evbuffer_commit_space(buf, &v, 1);
+		}
+		want = n;
+	}
+	return -1;
 }
 
 void http_reply_json(struct req *r, int status, json_t *body)
 {
 	struct evbuffer *buf = evbuffer_new();
-	if (body) {
-		/* Straight into the buffer: one pass, no intermediate string (the same text as
-		 * jx_dump: compact, keys sorted). */
-		json_dump_callback(body, dump_to_evbuffer, buf,
-				   JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-		evbuffer_add(buf, "\n", 1);
-		json_decref(body);
+	if (body && dump_into(buf, body) == 0) {
 		http_add_header(r, "Content-Type", "application/json");
+	} else if (body) { /* never seen: jansson refuses only what it could not allocate */
+		log_error("http", "reply_unencodable", "status=%d path=%s", status, log_q(r->path));
+		evbuffer_drain(buf, evbuffer_get_length(buf));
+		status = 500;
 	}
+	json_decref(body);
 	http_add_header(r, "Cache-Control", "no-store");
 	if (status >= 200 && status < 600)
 		r->api->replies[status / 100]++;
