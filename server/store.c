@@ -152,6 +152,19 @@ static int exec_sql(struct store *s, const char *sql)
 	return rc == SQLITE_OK ? 0 : rc_err(rc);
 }
 
+/* exec_sql for the statements a batch runs once per decision (its SAVEPOINT and RELEASE):
+ * prepared once and kept, since compiling them on every decision cost as much as the
+ * decision's own inserts. sql is a string literal (the cache's key is its address). */
+static int exec_kept(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st = store_stmt(s, sql);
+	if (!st)
+		return GWB_EDB;
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : rc_err(rc);
+}
+
 int store_begin(struct store *s)
 {
 	if (s->in_batch) {
@@ -159,7 +172,7 @@ int store_begin(struct store *s)
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
 		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
-		return exec_sql(s, "SAVEPOINT unit");
+		return exec_kept(s, "SAVEPOINT unit");
 	}
 	return exec_sql(s, "BEGIN IMMEDIATE");
 }
@@ -182,7 +195,7 @@ static void counts_settle(struct store *s, int apply)
 int store_commit(struct store *s)
 {
 	if (s->in_batch) {
-		int rc = exec_sql(s, "RELEASE unit");
+		int rc = exec_kept(s, "RELEASE unit");
 		if (rc)
 			store_rollback(s);
 		return rc;
