@@ -172,6 +172,10 @@ int store_begin(struct store *s)
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
 		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
+		if (s->batch_optimistic) {
+			s->unit_changes = sqlite3_total_changes64(s->db);
+			return 0;
+		}
 		return exec_kept(s, "SAVEPOINT unit");
 	}
 	return exec_sql(s, "BEGIN IMMEDIATE");
@@ -194,6 +198,8 @@ static void counts_settle(struct store *s, int apply)
 
 int store_commit(struct store *s)
 {
+	if (s->in_batch && s->batch_optimistic)
+		return 0; /* its writes simply stay in the batch's transaction */
 	if (s->in_batch) {
 		int rc = exec_kept(s, "RELEASE unit");
 		if (rc)
@@ -212,6 +218,17 @@ int store_commit(struct store *s)
 
 void store_rollback(struct store *s)
 {
+	if (s->in_batch && s->batch_optimistic) {
+		/* Nothing to undo when the decision wrote nothing (a refusal, a replay) and the
+		 * transaction is still open; otherwise the batch must be run again with
+		 * savepoints (store_batch_spoiled). */
+		if (sqlite3_total_changes64(s->db) != s->unit_changes ||
+		    sqlite3_get_autocommit(s->db))
+			s->batch_spoiled = 1;
+		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
+		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
+		return;
+	}
 	if (s->in_batch) {
 		/* ROLLBACK TO undoes the unit's writes and keeps the savepoint open; RELEASE
 		 * closes it, leaving the batch's transaction as it was before the unit. */
@@ -259,18 +276,34 @@ int store_batch_begin(struct store *s)
 		return GWB_EBUSY; /* one batch at a time: the caller runs without one */
 	int rc = exec_sql(s, "BEGIN IMMEDIATE");
 	s->in_batch = rc == 0;
+	s->batch_optimistic = 0;
+	s->batch_spoiled = 0;
 	return rc;
+}
+
+int store_batch_begin_optimistic(struct store *s)
+{
+	int rc = store_batch_begin(s);
+	s->batch_optimistic = rc == 0;
+	return rc;
+}
+
+int store_batch_spoiled(const struct store *s)
+{
+	return s->in_batch && s->batch_spoiled;
 }
 
 int store_batch_commit(struct store *s)
 {
 	s->in_batch = 0;
+	s->batch_optimistic = 0;
 	return store_commit(s);
 }
 
 void store_batch_rollback(struct store *s)
 {
 	s->in_batch = 0;
+	s->batch_optimistic = 0;
 	store_rollback(s);
 }
 

@@ -71,6 +71,17 @@ struct submit_result {
 /* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock) or
  * GWB_EDB; on failure no batch is open. */
 int store_batch_begin(struct store *s);
+/* store_batch_begin without a SAVEPOINT per decision: each decision's writes go straight into
+ * the batch's transaction (a SAVEPOINT costs a copy of every page the decision touches).
+ * Decisions that refuse before writing (quota, conflicts, replays, unknown teams or tasks)
+ * need no undo; when one that wrote must be undone (an error in the middle of its writes),
+ * the batch is spoiled: store_batch_spoiled says so, and the caller must roll the batch back
+ * and run it again after store_batch_begin, where that decision undoes only itself. Same
+ * returns as store_batch_begin. */
+int store_batch_begin_optimistic(struct store *s);
+/* 1 when an optimistic batch is open and one of its decisions could not be undone alone:
+ * nothing of the batch may be committed. */
+int store_batch_spoiled(const struct store *s);
 /* Commits the batch (one fsync): 0, or GWB_EBUSY / GWB_EDB, in which case every write of the
  * batch is rolled back. Either way the batch is closed. A commit that leaves the WAL above
  * its bound runs a PASSIVE checkpoint (as every commit does). */

@@ -37,6 +37,12 @@ struct store {
 	/* Group commit (store_batch_begin): 1 while a batch's transaction is open, so each
 	 * decision runs in its own SAVEPOINT instead of its own transaction. */
 	int in_batch;
+	/* An optimistic batch (store_batch_begin_optimistic): its decisions run without a
+	 * SAVEPOINT each. unit_changes is the connection's change count when the current
+	 * decision began; spoiled is set when a decision that wrote something had to be undone,
+	 * which only a SAVEPOINT could have done. */
+	int batch_optimistic, batch_spoiled;
+	int64_t unit_changes;
 	/* The WAL as the wal hook last saw it (pages), and what bounds it. */
 	int64_t wal_pages;
 	int page_size;
