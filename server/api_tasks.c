@@ -261,6 +261,8 @@ static void submit_decide(struct req *r, void *arg)
 	/* The 201 shows the task as this decision wrote it: nothing else can change it before
 	 * the reply (the reply follows the COMMIT in the same callback, and the id is new), so
 	 * reading it back would give the same bytes for the price of a read transaction. */
+	json_decref(c->view); /* a batch decided again replaces the first outcome */
+	c->view = NULL;
 	if (c->rc == 0 && !c->res.replayed)
 		c->view = api_task_detail_view(t);
 	gwb_free(t);

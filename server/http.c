@@ -401,11 +401,23 @@ static void batch_run(struct api_ctx *api)
 	api->npending = 0;
 	if (!list)
 		return;
-	int rc = store_batch_begin(api->store);
+	/* Optimistic first: no SAVEPOINT per decision. In the rare batch where a decision that
+	 * wrote has to be undone, the whole batch is rolled back and decided again with one
+	 * SAVEPOINT each (decide callbacks overwrite their outcome), so that decision alone is
+	 * undone, as it would have been the first time. */
+	int rc = store_batch_begin_optimistic(api->store);
 	if (rc == 0) {
 		for (struct http_deferred *d = list; d; d = d->next)
 			d->ops->decide(&d->r, d->ctx);
-		rc = store_batch_commit(api->store);
+		if (store_batch_spoiled(api->store)) {
+			store_batch_rollback(api->store);
+			log_warn("http", "batch_redone", "size=%d", n);
+			rc = store_batch_begin(api->store);
+			for (struct http_deferred *d = list; d && rc == 0; d = d->next)
+				d->ops->decide(&d->r, d->ctx);
+		}
+		if (rc == 0)
+			rc = store_batch_commit(api->store);
 	}
 	api->batches++;
 	api->batch_requests += n;

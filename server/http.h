@@ -99,10 +99,11 @@ struct req {
 };
 
 /* A decision deferred to the group commit (http_defer). The callbacks run at the loop's
- * flush point, in order: decide for every deferred request of the turn inside one
- * store_batch_begin transaction (each call opens its own SAVEPOINT through the store and keeps
- * its outcome in ctx; it must not reply), then, after the one COMMIT, reply for each (it
- * answers r exactly once), then release. */
+ * flush point, in order: decide for every deferred request of the turn inside one batch
+ * transaction (each call is one unit of the store and keeps its outcome in ctx; it must not
+ * reply), then, after the one COMMIT, reply for each (it answers r exactly once), then
+ * release. decide may run twice for the same request when the batch is decided again
+ * (store_batch_spoiled): each call replaces the outcome of the one before. */
 struct http_deferred_ops {
 	void (*decide)(struct req *r, void *ctx);
 	/* commit_rc: 0 when the batch is durable, otherwise the batch's error (GWB_EBUSY, ...):

@@ -506,3 +506,70 @@ TEST(commit_201_body_equals_a_later_get)
 	}
 	h_server_stop(&s);
 }
+
+/* 1 when the file at path holds needle. */
+static int file_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char line[4096];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* A batch is decided without a SAVEPOINT per decision; a decision that wrote and then has to
+ * be undone (it removed its expired key, then the quota refused it) makes the server decide
+ * the batch again with savepoints: that one alone is undone, the others are answered 201
+ * and stored, the expired key row is back as it was. */
+TEST(commit_undone_decision_redoes_the_batch_with_savepoints)
+{
+	struct h_server s;
+	h_server_init(&s);
+	s.env[0] = "GWB_HOUSEKEEPING_INTERVAL_MS=600000"; /* no purge of the expired key */
+	s.env[1] = NULL;
+	h_server_start(&s);
+	put_team(s.proc.url, "alpha", 3072, 1000, "alpha-token-123");
+	char body[512], over[512];
+	task_body(body, sizeof body, "alpha", 1024);
+	task_body(over, sizeof over, "alpha", 8192);
+	const char *hs[] = { "Idempotency-Key: old-key", NULL };
+	struct h_resp r;
+	h_req(&r, "POST", s.proc.url, "/v1/tasks", "alpha-token-123", body, hs);
+	CHECK_INT(r.status, 201);
+	h_resp_free(&r);
+	/* The key expires (written from outside: its time-to-live is a minute at least). */
+	sqlite3 *h;
+	CHECK(sqlite3_open_v2(s.db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+	sqlite3_busy_timeout(h, 5000);
+	CHECK(sqlite3_exec(h, "UPDATE idempotency_keys SET expires_at = 1", NULL, NULL, NULL) ==
+	      SQLITE_OK);
+	sqlite3_close(h);
+	enum { N = 3 };
+	static char req[N][1024], ans[N][16384];
+	size_t len[N];
+	len[0] = post_bytes(req[0], sizeof req[0], "alpha-token-123", NULL, body);
+	len[1] = post_bytes(req[1], sizeof req[1], "alpha-token-123", "old-key", over);
+	len[2] = post_bytes(req[2], sizeof req[2], "alpha-token-123", NULL, body);
+	int fds[N], st[N];
+	const char *bodies[N];
+	for (int i = 0; i < N; i++)
+		fds[i] = conn_open(s.proc.url);
+	for (int i = 0; i < N; i++)
+		CHECK(write(fds[i], req[i], len[i]) == (ssize_t)len[i]);
+	for (int i = 0; i < N; i++)
+		st[i] = read_answer(fds[i], ans[i], sizeof ans[i], &bodies[i]);
+	CHECKF(st[0] == 201 && st[2] == 201, "plain: %d %d", st[0], st[2]);
+	CHECKF(st[1] == 403 && strstr(bodies[1], "quota_exceeded"), "over: %d %s", st[1],
+	       bodies[1]);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks"), 3);
+	CHECK_INT(h_sql_int(s.db, "SELECT reserved_mem_mib FROM teams WHERE name = 'alpha'"), 3072);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM idempotency_keys WHERE key = 'old-key' "
+				  "AND expires_at = 1"),
+		  1);
+	CHECK(file_has(s.proc.log, "batch_redone"));
+	h_server_stop(&s);
+}
