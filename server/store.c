@@ -2,6 +2,7 @@
 #include "server/store_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -528,14 +529,51 @@ int store_check(struct store *s)
 	return ok ? 0 : GWB_EDB;
 }
 
+/* Random words for task ids, fetched ID_RANDOM_POOL at a time: one getrandom call per 64
+ * ids, not one per id (a system call cost more than the rest of a submission's id). A forked
+ * child starts with an empty pool, so two processes never hand out the same words. */
+#define ID_RANDOM_POOL 64
+static uint32_t id_random[ID_RANDOM_POOL];
+static size_t id_random_left;
+
+static void id_random_forget(void)
+{
+	id_random_left = 0;
+}
+
+static void id_random_at_fork(void)
+{
+	pthread_atfork(NULL, NULL, id_random_forget);
+}
+
+/* The next random word (0 when the system has none to give, as before the pool). */
+static uint32_t id_random_next(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, id_random_at_fork);
+	if (id_random_left == 0) {
+		size_t got = 0;
+		while (got < sizeof id_random) {
+			ssize_t k = getrandom((char *)id_random + got, sizeof id_random - got, 0);
+			if (k > 0)
+				got += (size_t)k;
+			else if (errno != EINTR)
+				break;
+		}
+		id_random_left = got / sizeof id_random[0];
+		if (id_random_left == 0)
+			return 0;
+	}
+	uint32_t r = id_random[--id_random_left];
+	id_random[id_random_left] = 0; /* a word is handed out once */
+	return r;
+}
+
 void store_new_task_id(char out[16])
 {
 	/* Ascending in ASCII, so that ids sort as the numbers they encode. */
 	static const char alphabet[] = "234567abcdefghijklmnopqrstuvwxyz";
-	uint32_t r = 0;
-	while (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-		if (errno != EINTR)
-			break;
+	uint32_t r = id_random_next();
 	/* 8 characters of the time in ms (40 bits: they wrap every 34 years) then 4 random
 	 * ones (20 bits): ids made close in time sort together, so a batch's inserts into the
 	 * indexes keyed by task id (tasks, reservations, events) touch the same few pages

@@ -344,3 +344,38 @@ TEST(store_token_remembered_until_a_token_changes)
 	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
 	CHECK_STR(team, "beta");
 }
+
+/* Task ids take their random part from a pool filled 64 words at a time; a forked process
+ * refills its own, so a parent and its child never hand out the same random parts. */
+TEST(store_task_ids_differ_across_fork)
+{
+	char id[16], mine[8][5], theirs[8][5];
+	store_new_task_id(id); /* the pool is filled now, before the fork */
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		for (int i = 0; i < 8; i++) {
+			store_new_task_id(id);
+			if (write(fds[1], id + 10, 4) != 4)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	for (int i = 0; i < 8; i++) {
+		store_new_task_id(id);
+		memcpy(mine[i], id + 10, 4);
+		mine[i][4] = '\0';
+		CHECK(read(fds[0], theirs[i], 4) == 4);
+		theirs[i][4] = '\0';
+	}
+	close(fds[0]);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	int same = 0;
+	for (int i = 0; i < 8; i++)
+		same += strcmp(mine[i], theirs[i]) == 0;
+	CHECKF(same < 8, "the child repeated the parent's random parts (%s...)", mine[0]);
+}
