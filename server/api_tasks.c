@@ -250,6 +250,7 @@ struct submit_ctx {
 	int rc;
 	struct submit_result res;
 	json_t *view;
+	int view_sorted; /* api_task_view_sorted of its task */
 };
 
 static void submit_decide(struct req *r, void *arg)
@@ -263,8 +264,10 @@ static void submit_decide(struct req *r, void *arg)
 	 * reading it back would give the same bytes for the price of a read transaction. */
 	json_decref(c->view); /* a batch decided again replaces the first outcome */
 	c->view = NULL;
-	if (c->rc == 0 && !c->res.replayed)
+	if (c->rc == 0 && !c->res.replayed) {
 		c->view = api_task_detail_view(t);
+		c->view_sorted = api_task_view_sorted(t);
+	}
 	gwb_free(t);
 }
 
@@ -286,7 +289,8 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
 		 (long long)c->res.req_core);
 	if (c->view) {
-		http_reply_json(r, 201, c->view); /* takes the view */
+		/* Takes the view. A new task has no annotation or diagnosis yet: always sorted. */
+		(c->view_sorted ? http_reply_json_sorted : http_reply_json)(r, 201, c->view);
 		c->view = NULL;
 	} else { /* jansson refused a text (the parser let it in): stored all the same */
 		http_reply_error(r, 500, "internal", "the task cannot be shown", NULL);

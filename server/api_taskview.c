@@ -71,34 +71,37 @@ static json_t *usage_unknown(void)
 	static json_t *usage;
 	if (!usage) {
 		usage = json_object();
-		set(usage, "status", json_string("unknown"));
 		set(usage, "reason", json_string("no usage collector is configured; quota and "
 						 "allocation are budgets, not measurements"));
+		set(usage, "status", json_string("unknown"));
 	}
 	return json_incref(usage);
 }
 
-json_t *api_task_view(const struct task *t)
+/* The view, each object's keys set in sorted order (the order every reply is dumped in), so
+ * that a view whose every part is built here dumps the same text with or without sorting
+ * (api_task_view_sorted). with_cancel adds cancel_requested_at (the detail view). */
+static json_t *task_view(const struct task *t, int with_cancel)
 {
 	/* Built field by field rather than through json_pack: a task is shaped for every 201
 	 * and every GET, and parsing the pack formats cost as much as the values. */
 	json_t *req = json_object();
-	set(req, "gpu_memory_mib", integer(t->gpu_memory_mib));
+	set(req, "duration_seconds", integer(t->duration_seconds));
+	set(req, "experiment", text(t->experiment));
 	set(req, "gpu_core_percent", integer(t->gpu_core_percent));
 	set(req, "gpu_count", integer(t->gpu_count));
-	set(req, "duration_seconds", integer(t->duration_seconds));
+	set(req, "gpu_memory_mib", integer(t->gpu_memory_mib));
 	set(req, "qos", text(t->qos));
-	set(req, "experiment", text(t->experiment));
 	json_t *resv = json_object();
-	set(resv, "gpu_memory_mib", integer(t->reserved_mem_mib));
 	set(resv, "gpu_core_percent", integer(t->reserved_core_percent));
+	set(resv, "gpu_memory_mib", integer(t->reserved_mem_mib));
+	set(resv, "release_reason", text(t->release_reason));
 	set(resv, "released", json_boolean(t->released));
 	set(resv, "released_at", time_of(t->has_released_at, t->released_at));
-	set(resv, "release_reason", text(t->release_reason));
 	json_t *job = json_object();
 	set(job, "name", text(t->job_name));
-	set(job, "uid", text(t->job_uid));
 	set(job, "suspended", json_boolean(t->job_suspended));
+	set(job, "uid", text(t->job_uid));
 	/* The reason column says why the task is where it is; under "pod" it shows only once a
 	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
 	int has_pod = t->pod_name[0] != '\0';
@@ -107,35 +110,50 @@ json_t *api_task_view(const struct task *t)
 	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
 			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
 	json_t *pod = json_object();
-	set(pod, "name", text(t->pod_name));
-	set(pod, "uid", text(t->pod_uid));
-	set(pod, "node", text(t->pod_node));
-	set(pod, "phase", text(t->pod_phase));
-	set(pod, "terminating", json_boolean(terminating));
 	set(pod, "deletion_timestamp", text(t->pod_deleted_at));
 	set(pod, "exit_code", t->has_exit_code ? integer(t->exit_code) : json_null());
+	set(pod, "name", text(t->pod_name));
+	set(pod, "node", text(t->pod_node));
+	set(pod, "phase", text(t->pod_phase));
 	set(pod, "reason", has_pod ? text(t->reason) : json_null());
-	json_t *o = json_object();
-	set(o, "id", text(t->id));
-	set(o, "team", text(t->team));
-	set(o, "name", text(t->name));
-	set(o, "state", json_string(task_state_name(t->state)));
-	set(o, "reason", text(t->reason));
-	set(o, "request", req);
-	set(o, "idempotency_key", text(t->idempotency_key));
-	set(o, "reservation", resv);
-	set(o, "job", job);
-	set(o, "pod", pod);
-	set(o, "allocation", allocation_json(t->allocation));
-	set(o, "pending", pending_json(t));
-	set(o, "usage", usage_unknown());
+	set(pod, "terminating", json_boolean(terminating));
+	set(pod, "uid", text(t->pod_uid));
 	char created[40];
 	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
+	json_t *o = json_object();
+	set(o, "allocation", allocation_json(t->allocation));
+	if (with_cancel)
+		set(o, "cancel_requested_at",
+		    time_of(t->has_cancel_requested_at, t->cancel_requested_at));
 	set(o, "created_at", json_string(created));
+	set(o, "id", text(t->id));
+	set(o, "idempotency_key", text(t->idempotency_key));
+	set(o, "job", job);
+	set(o, "name", text(t->name));
+	set(o, "pending", pending_json(t));
+	set(o, "pod", pod);
+	set(o, "reason", text(t->reason));
+	set(o, "request", req);
+	set(o, "reservation", resv);
+	set(o, "state", json_string(task_state_name(t->state)));
+	set(o, "team", text(t->team));
 	/* A task just submitted was last updated when it was created: formatted once. */
 	set(o, "updated_at", t->updated_at == t->created_at ? json_string(created)
 							     : time_of(1, t->updated_at));
+	set(o, "usage", usage_unknown());
 	return o;
+}
+
+json_t *api_task_view(const struct task *t)
+{
+	return task_view(t, 0);
+}
+
+int api_task_view_sorted(const struct task *t)
+{
+	/* The two parts built from outside text (the annotation's cards, the stored diagnosis)
+	 * keep the order they were written in. */
+	return !t->allocation[0] && !t->pending_message[0] && !t->pending_diagnosis[0];
 }
 
 static json_t *str_or_null(const char *v)
@@ -154,10 +172,7 @@ json_t *api_task_event_view(const struct task_event *ev)
 
 json_t *api_task_detail_view(const struct task *t)
 {
-	json_t *out = api_task_view(t);
-	json_object_set_new(out, "cancel_requested_at",
-			    time_of(t->has_cancel_requested_at, t->cancel_requested_at));
-	return out;
+	return task_view(t, 1);
 }
 
 json_t *api_task_detail(struct store *s, const char *id)

@@ -122,6 +122,9 @@ void http_reply_store_error(struct req *r, int rc, const char *message);
 
 /* Sends status with body (stolen; may be NULL for no body) as application/json. */
 void http_reply_json(struct req *r, int status, json_t *body);
+/* http_reply_json for a body whose objects hold their keys in sorted order already, at every
+ * depth (the same text, dumped without sorting it again). */
+void http_reply_json_sorted(struct req *r, int status, json_t *body);
 /* Sends {"error": {"code": code, "message": message, ...details}}; details is stolen and may be
  * NULL. */
 void http_reply_error(struct req *r, int status, const char *code, const char *message,
@@ -151,6 +154,10 @@ json_t *api_task_detail(struct store *s, const char *id);
 /* The same view of a task already in memory (a new reference): what api_task_detail gives
  * for the row t was read from, byte for byte once dumped. */
 json_t *api_task_detail_view(const struct task *t);
+/* 1 when the views of t are built with every key in sorted order, at every depth (true
+ * unless t has an allocation annotation or a pending message or diagnosis, whose JSON keeps
+ * the order it was stored in), so they may be sent with http_reply_json_sorted. */
+int api_task_view_sorted(const struct task *t);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);
