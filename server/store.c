@@ -599,7 +599,19 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
 	if (!st)
 		return GWB_EDB;
-	char *d = detail ? jx_dump(detail) : NULL;
+	/* The text jx_dump gives, in one pass into a buffer on the stack when it fits (every
+	 * event's detail but the scheduler's longest messages); jx_dump sizes it first. */
+	char small[512], *d = NULL, *heap = NULL;
+	if (detail) {
+		size_t n = json_dumpb(detail, small, sizeof small,
+				      JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+		if (n > 0 && n < sizeof small) {
+			small[n] = '\0';
+			d = small;
+		} else {
+			d = heap = jx_dump(detail);
+		}
+	}
 	store_bind_text(st, 1, task_id);
 	sqlite3_bind_int64(st, 2, now_ms);
 	store_bind_text(st, 3, type);
@@ -607,7 +619,7 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 	store_bind_text(st, 5, to_state);
 	store_bind_text(st, 6, d);
 	int rc = store_step_done(s, st);
-	gwb_free(d);
+	gwb_free(heap);
 	return rc;
 }
 
