@@ -66,7 +66,9 @@ struct submit_result {
  * transaction: a refused or failed one undoes only its own writes, a later one sees the
  * earlier ones' writes (quota and idempotency keys stay exact), and nothing is durable before
  * the batch's COMMIT (one fsync for the lot). Every other write of the store made while a
- * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too. */
+ * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too.
+ * An optimistic batch (store_batch_begin_optimistic) skips the savepoints and says when one
+ * would have been needed; decided again with them, the outcome is the same. */
 
 /* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock) or
  * GWB_EDB; on failure no batch is open. */
