@@ -2,8 +2,10 @@
  * request is refused and others are replays or conflicts commits the rest; a second process
  * holding the write lock gets 503 answers while /healthz keeps answering; a kill -9 in the
  * middle of a burst of 1,000 submissions loses no acknowledged task and leaves the quota
- * books exact; a client that leaves before its answer harms nothing. SQLite is inspected
- * directly, never through the code under test. */
+ * books exact; a client that leaves before its answer harms nothing; a 201 is the task a
+ * later GET shows, byte for byte; a decision undone after it wrote makes the batch be decided
+ * again with savepoints, with the same answers. SQLite is inspected directly, never through
+ * the code under test. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 /* The store against a real SQLite file: the cross-process quota race, idempotency, migrations,
- * key expiry and listing. */
+ * key expiry and listing, team tokens remembered until one changes, task ids across a fork. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>

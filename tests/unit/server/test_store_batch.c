@@ -1,7 +1,9 @@
 /* The store's group commit against a real SQLite file: savepoints that undo only their own
  * decision, later decisions that see earlier ones, nothing visible to another connection
  * before the batch's COMMIT, a rolled-back batch that leaves nothing, the counters kept in
- * memory equal to a count over the table, and checkpoints that empty the WAL. */
+ * memory equal to a count over the table, and checkpoints that empty the WAL; an optimistic
+ * batch (no savepoints) that refusals leave whole and an undone write spoils; the row a
+ * submission hands back equal to the row read back. */
 #include <stdio.h>
 #include <string.h>
 
