@@ -116,8 +116,12 @@ static void fingerprint(const struct task_req *q, char out[65])
 	char *s = jx_dump(c);
 	unsigned char h[SHA256_DIGEST_LENGTH];
 	SHA256((const unsigned char *)s, strlen(s), h);
-	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
-		snprintf(out + 2 * i, 3, "%02x", h[i]);
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+		out[2 * i] = hex[h[i] >> 4];
+		out[2 * i + 1] = hex[h[i] & 15];
+	}
+	out[2 * SHA256_DIGEST_LENGTH] = '\0';
 	gwb_free(s);
 	json_decref(c);
 }
@@ -237,7 +241,7 @@ static void dry_run(struct req *r, const struct task_req *q)
 }
 
 /* A submission waiting for the group commit: the parsed body (q's strings point into it) and
- * the decision, once made. */
+ * the decision, once made: for a new task, its view shaped from the row as inserted. */
 struct submit_ctx {
 	json_t *body;
 	struct task_req q;
@@ -247,13 +251,26 @@ struct submit_ctx {
 	int64_t now_ms, ttl_ms;
 	int rc;
 	struct submit_result res;
+	json_t *view;
+	int view_sorted; /* api_task_view_sorted of its task */
 };
 
 static void submit_decide(struct req *r, void *arg)
 {
 	struct submit_ctx *c = arg;
-	c->rc = store_task_submit(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
-				  c->now_ms, c->ttl_ms, &c->res);
+	struct task *t = gwb_malloc(sizeof *t);
+	c->rc = store_task_submit_row(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
+				      c->now_ms, c->ttl_ms, &c->res, t);
+	/* The 201 shows the task as this decision wrote it: nothing else can change it before
+	 * the reply (the reply follows the COMMIT in the same callback, and the id is new), so
+	 * reading it back would give the same bytes for the price of a read transaction. */
+	json_decref(c->view); /* a batch decided again replaces the first outcome */
+	c->view = NULL;
+	if (c->rc == 0 && !c->res.replayed) {
+		c->view = api_task_detail_view(t);
+		c->view_sorted = api_task_view_sorted(t);
+	}
+	gwb_free(t);
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)
@@ -273,13 +290,20 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 	log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
 		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
 		 (long long)c->res.req_core);
-	reply_task(r, 201, c->res.task_id);
+	if (c->view) {
+		/* Takes the view. A new task has no annotation or diagnosis yet: always sorted. */
+		(c->view_sorted ? http_reply_json_sorted : http_reply_json)(r, 201, c->view);
+		c->view = NULL;
+	} else { /* jansson refused a text (the parser let it in): stored all the same */
+		http_reply_error(r, 500, "internal", "the task cannot be shown", NULL);
+	}
 	api_task_changed(r->api, c->res.task_id);
 }
 
 static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
+	json_decref(c->view); /* still here when the batch failed */
 	json_decref(c->body);
 	gwb_free(c);
 }
@@ -317,8 +341,8 @@ void api_tasks_submit(struct req *r)
 	if (key) {
 		snprintf(c->key, sizeof c->key, "%s", key); /* valid_key: at most 128 bytes */
 		c->has_key = 1;
+		fingerprint(&q, c->fp); /* only a key's record keeps it: without one, "" */
 	}
-	fingerprint(&q, c->fp);
 	c->now_ms = clock_now_ms();
 	c->ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
 	http_defer(r, &submit_ops, c);

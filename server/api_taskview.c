@@ -51,21 +51,57 @@ static json_t *pending_json(const struct task *t)
 	return o;
 }
 
-json_t *api_task_view(const struct task *t)
+/* Sets o[key] to v (stolen). The keys here are literals of plain ASCII: jansson's key check
+ * is skipped, not the values' (texts from the store are checked as ever). */
+static void set(json_t *o, const char *key, json_t *v)
 {
-	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "gpu_memory_mib",
-				(json_int_t)t->gpu_memory_mib, "gpu_core_percent",
-				(json_int_t)t->gpu_core_percent, "gpu_count",
-				(json_int_t)t->gpu_count, "duration_seconds",
-				(json_int_t)t->duration_seconds, "qos", text(t->qos), "experiment",
-				text(t->experiment));
-	json_t *resv = json_pack("{s:I, s:I, s:b, s:o, s:o}", "gpu_memory_mib",
-				 (json_int_t)t->reserved_mem_mib, "gpu_core_percent",
-				 (json_int_t)t->reserved_core_percent, "released", t->released,
-				 "released_at", time_of(t->has_released_at, t->released_at),
-				 "release_reason", text(t->release_reason));
-	json_t *job = json_pack("{s:o, s:o, s:b}", "name", text(t->job_name), "uid",
-				text(t->job_uid), "suspended", t->job_suspended);
+	json_object_set_new_nocheck(o, key, v);
+}
+
+static json_t *integer(int64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+/* usage is the same for every task: no collector is configured, usage is a measurement and
+ * nothing measures it. Built once; each view takes a reference (the object is never changed
+ * after it is made). */
+static json_t *usage_unknown(void)
+{
+	static json_t *usage;
+	if (!usage) {
+		usage = json_object();
+		set(usage, "reason", json_string("no usage collector is configured; quota and "
+						 "allocation are budgets, not measurements"));
+		set(usage, "status", json_string("unknown"));
+	}
+	return json_incref(usage);
+}
+
+/* The view, each object's keys set in sorted order (the order every reply is dumped in), so
+ * that a view whose every part is built here dumps the same text with or without sorting
+ * (api_task_view_sorted). with_cancel adds cancel_requested_at (the detail view). */
+static json_t *task_view(const struct task *t, int with_cancel)
+{
+	/* Built field by field rather than through json_pack: a task is shaped for every 201
+	 * and every GET, and parsing the pack formats cost as much as the values. */
+	json_t *req = json_object();
+	set(req, "duration_seconds", integer(t->duration_seconds));
+	set(req, "experiment", text(t->experiment));
+	set(req, "gpu_core_percent", integer(t->gpu_core_percent));
+	set(req, "gpu_count", integer(t->gpu_count));
+	set(req, "gpu_memory_mib", integer(t->gpu_memory_mib));
+	set(req, "qos", text(t->qos));
+	json_t *resv = json_object();
+	set(resv, "gpu_core_percent", integer(t->reserved_core_percent));
+	set(resv, "gpu_memory_mib", integer(t->reserved_mem_mib));
+	set(resv, "release_reason", text(t->release_reason));
+	set(resv, "released", json_boolean(t->released));
+	set(resv, "released_at", time_of(t->has_released_at, t->released_at));
+	json_t *job = json_object();
+	set(job, "name", text(t->job_name));
+	set(job, "suspended", json_boolean(t->job_suspended));
+	set(job, "uid", text(t->job_uid));
 	/* The reason column says why the task is where it is; under "pod" it shows only once a
 	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
 	int has_pod = t->pod_name[0] != '\0';
@@ -73,25 +109,51 @@ json_t *api_task_view(const struct task *t)
 	 * Terminating, and so does terminating here. */
 	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
 			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
-	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "name",
-				text(t->pod_name), "uid", text(t->pod_uid), "node",
-				text(t->pod_node), "phase", text(t->pod_phase), "terminating",
-				terminating, "deletion_timestamp", text(t->pod_deleted_at),
-				"exit_code",
-				t->has_exit_code ? json_integer(t->exit_code) : json_null(),
-				"reason", has_pod ? text(t->reason) : json_null());
-	/* No collector is configured: usage is a measurement, and nothing measures it. */
-	json_t *usage = json_pack("{s:s, s:s}", "status", "unknown", "reason",
-				  "no usage collector is configured; quota and allocation are "
-				  "budgets, not measurements");
-	return json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
-			 "s:o}",
-			 "id", text(t->id), "team", text(t->team), "name", text(t->name), "state",
-			 task_state_name(t->state), "reason", text(t->reason), "request", req,
-			 "idempotency_key", text(t->idempotency_key), "reservation", resv, "job",
-			 job, "pod", pod, "allocation", allocation_json(t->allocation), "pending",
-			 pending_json(t), "usage", usage, "created_at", time_of(1, t->created_at),
-			 "updated_at", time_of(1, t->updated_at));
+	json_t *pod = json_object();
+	set(pod, "deletion_timestamp", text(t->pod_deleted_at));
+	set(pod, "exit_code", t->has_exit_code ? integer(t->exit_code) : json_null());
+	set(pod, "name", text(t->pod_name));
+	set(pod, "node", text(t->pod_node));
+	set(pod, "phase", text(t->pod_phase));
+	set(pod, "reason", has_pod ? text(t->reason) : json_null());
+	set(pod, "terminating", json_boolean(terminating));
+	set(pod, "uid", text(t->pod_uid));
+	char created[40];
+	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
+	json_t *o = json_object();
+	set(o, "allocation", allocation_json(t->allocation));
+	if (with_cancel)
+		set(o, "cancel_requested_at",
+		    time_of(t->has_cancel_requested_at, t->cancel_requested_at));
+	set(o, "created_at", json_string(created));
+	set(o, "id", text(t->id));
+	set(o, "idempotency_key", text(t->idempotency_key));
+	set(o, "job", job);
+	set(o, "name", text(t->name));
+	set(o, "pending", pending_json(t));
+	set(o, "pod", pod);
+	set(o, "reason", text(t->reason));
+	set(o, "request", req);
+	set(o, "reservation", resv);
+	set(o, "state", json_string(task_state_name(t->state)));
+	set(o, "team", text(t->team));
+	/* A task just submitted was last updated when it was created: formatted once. */
+	set(o, "updated_at", t->updated_at == t->created_at ? json_string(created)
+							     : time_of(1, t->updated_at));
+	set(o, "usage", usage_unknown());
+	return o;
+}
+
+json_t *api_task_view(const struct task *t)
+{
+	return task_view(t, 0);
+}
+
+int api_task_view_sorted(const struct task *t)
+{
+	/* The two parts built from outside text (the annotation's cards, the stored diagnosis)
+	 * keep the order they were written in. */
+	return !t->allocation[0] && !t->pending_message[0] && !t->pending_diagnosis[0];
 }
 
 static json_t *str_or_null(const char *v)
@@ -108,15 +170,15 @@ json_t *api_task_event_view(const struct task_event *ev)
 			 detail ? detail : json_null());
 }
 
+json_t *api_task_detail_view(const struct task *t)
+{
+	return task_view(t, 1);
+}
+
 json_t *api_task_detail(struct store *s, const char *id)
 {
 	struct task *t = gwb_malloc(sizeof *t);
-	json_t *out = NULL;
-	if (store_task_load(s, id, t) == 0) {
-		out = api_task_view(t);
-		json_object_set_new(out, "cancel_requested_at",
-				    time_of(t->has_cancel_requested_at, t->cancel_requested_at));
-	}
+	json_t *out = store_task_load(s, id, t) == 0 ? api_task_detail_view(t) : NULL;
 	gwb_free(t);
 	return out;
 }

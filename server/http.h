@@ -99,10 +99,11 @@ struct req {
 };
 
 /* A decision deferred to the group commit (http_defer). The callbacks run at the loop's
- * flush point, in order: decide for every deferred request of the turn inside one
- * store_batch_begin transaction (each call opens its own SAVEPOINT through the store and keeps
- * its outcome in ctx; it must not reply), then, after the one COMMIT, reply for each (it
- * answers r exactly once), then release. */
+ * flush point, in order: decide for every deferred request of the turn inside one batch
+ * transaction (each call is one unit of the store and keeps its outcome in ctx; it must not
+ * reply), then, after the one COMMIT, reply for each (it answers r exactly once), then
+ * release. decide may run twice for the same request when the batch is decided again
+ * (store_batch_spoiled): each call replaces the outcome of the one before. */
 struct http_deferred_ops {
 	void (*decide)(struct req *r, void *ctx);
 	/* commit_rc: 0 when the batch is durable, otherwise the batch's error (GWB_EBUSY, ...):
@@ -122,6 +123,9 @@ void http_reply_store_error(struct req *r, int rc, const char *message);
 
 /* Sends status with body (stolen; may be NULL for no body) as application/json. */
 void http_reply_json(struct req *r, int status, json_t *body);
+/* http_reply_json for a body whose objects hold their keys in sorted order already, at every
+ * depth (the same text, dumped without sorting it again). */
+void http_reply_json_sorted(struct req *r, int status, json_t *body);
 /* Sends {"error": {"code": code, "message": message, ...details}}; details is stolen and may be
  * NULL. */
 void http_reply_error(struct req *r, int status, const char *code, const char *message,
@@ -148,6 +152,13 @@ json_t *api_task_event_view(const struct task_event *ev);
  * (cancel_requested_at): a new reference, or NULL when there is no such task (or it cannot
  * be read). */
 json_t *api_task_detail(struct store *s, const char *id);
+/* The same view of a task already in memory (a new reference): what api_task_detail gives
+ * for the row t was read from, byte for byte once dumped. */
+json_t *api_task_detail_view(const struct task *t);
+/* 1 when the views of t are built with every key in sorted order, at every depth (true
+ * unless t has an allocation annotation or a pending message or diagnosis, whose JSON keeps
+ * the order it was stored in), so they may be sent with http_reply_json_sorted. */
+int api_task_view_sorted(const struct task *t);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);

@@ -2,6 +2,7 @@
 #include "server/store_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -236,6 +237,19 @@ static int begin_immediate(struct store *s)
 	return exec_sql(s, "BEGIN IMMEDIATE");
 }
 
+/* exec_sql for the statements a batch runs once per decision (its SAVEPOINT and RELEASE):
+ * prepared once and kept, since compiling them on every decision cost as much as the
+ * decision's own inserts. sql is a string literal (the cache's key is its address). */
+static int exec_kept(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st = store_stmt(s, sql);
+	if (!st)
+		return GWB_EDB;
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : store_rc_err(s, rc);
+}
+
 int store_begin(struct store *s)
 {
 	if (s->in_batch) {
@@ -247,7 +261,11 @@ int store_begin(struct store *s)
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
 		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
-		return exec_sql(s, "SAVEPOINT unit");
+		if (s->batch_optimistic) {
+			s->unit_changes = sqlite3_total_changes64(s->db);
+			return 0;
+		}
+		return exec_kept(s, "SAVEPOINT unit");
 	}
 	return begin_immediate(s);
 }
@@ -269,8 +287,16 @@ static void counts_settle(struct store *s, int apply)
 
 int store_commit(struct store *s)
 {
+	if (s->in_batch && s->batch_optimistic) {
+		/* Its writes simply stay in the batch's transaction, while there is one. */
+		if (batch_gone(s)) {
+			s->batch_spoiled = 1;
+			return s->batch_lost;
+		}
+		return 0;
+	}
 	if (s->in_batch) {
-		int rc = batch_gone(s) ? s->batch_lost : exec_sql(s, "RELEASE unit");
+		int rc = batch_gone(s) ? s->batch_lost : exec_kept(s, "RELEASE unit");
 		if (rc) {
 			store_rollback(s);
 			if (s->batch_lost)
@@ -291,6 +317,17 @@ int store_commit(struct store *s)
 
 void store_rollback(struct store *s)
 {
+	if (s->in_batch && s->batch_optimistic) {
+		/* Nothing to undo when the decision wrote nothing (a refusal, a replay) and the
+		 * transaction is still open; otherwise the batch must be run again with
+		 * savepoints (store_batch_spoiled). */
+		if (sqlite3_total_changes64(s->db) != s->unit_changes ||
+		    sqlite3_get_autocommit(s->db))
+			s->batch_spoiled = 1;
+		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
+		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
+		return;
+	}
 	if (s->in_batch) {
 		/* ROLLBACK TO undoes the unit's writes and keeps the savepoint open; RELEASE
 		 * closes it, leaving the batch's transaction as it was before the unit. When
@@ -347,7 +384,21 @@ int store_batch_begin(struct store *s)
 	int rc = begin_immediate(s);
 	s->in_batch = rc == 0;
 	s->batch_lost = 0;
+	s->batch_optimistic = 0;
+	s->batch_spoiled = 0;
 	return rc;
+}
+
+int store_batch_begin_optimistic(struct store *s)
+{
+	int rc = store_batch_begin(s);
+	s->batch_optimistic = rc == 0;
+	return rc;
+}
+
+int store_batch_spoiled(const struct store *s)
+{
+	return s->in_batch && s->batch_spoiled;
 }
 
 int store_batch_commit(struct store *s)
@@ -355,6 +406,7 @@ int store_batch_commit(struct store *s)
 	int lost = batch_gone(s) ? s->batch_lost : 0;
 	s->in_batch = 0;
 	s->batch_lost = 0;
+	s->batch_optimistic = 0;
 	if (lost) {
 		store_rollback(s); /* the counters' moves go; nothing else is left */
 		return lost;
@@ -366,6 +418,7 @@ void store_batch_rollback(struct store *s)
 {
 	s->in_batch = 0;
 	s->batch_lost = 0;
+	s->batch_optimistic = 0;
 	store_rollback(s);
 }
 
@@ -606,14 +659,51 @@ int store_check(struct store *s)
 	return ok ? 0 : GWB_EDB;
 }
 
+/* Random words for task ids, fetched ID_RANDOM_POOL at a time: one getrandom call per 64
+ * ids, not one per id (a system call cost more than the rest of a submission's id). A forked
+ * child starts with an empty pool, so two processes never hand out the same words. */
+#define ID_RANDOM_POOL 64
+static uint32_t id_random[ID_RANDOM_POOL];
+static size_t id_random_left;
+
+static void id_random_forget(void)
+{
+	id_random_left = 0;
+}
+
+static void id_random_at_fork(void)
+{
+	pthread_atfork(NULL, NULL, id_random_forget);
+}
+
+/* The next random word (0 when the system has none to give, as before the pool). */
+static uint32_t id_random_next(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, id_random_at_fork);
+	if (id_random_left == 0) {
+		size_t got = 0;
+		while (got < sizeof id_random) {
+			ssize_t k = getrandom((char *)id_random + got, sizeof id_random - got, 0);
+			if (k > 0)
+				got += (size_t)k;
+			else if (errno != EINTR)
+				break;
+		}
+		id_random_left = got / sizeof id_random[0];
+		if (id_random_left == 0)
+			return 0;
+	}
+	uint32_t r = id_random[--id_random_left];
+	id_random[id_random_left] = 0; /* a word is handed out once */
+	return r;
+}
+
 void store_new_task_id(char out[16])
 {
 	/* Ascending in ASCII, so that ids sort as the numbers they encode. */
 	static const char alphabet[] = "234567abcdefghijklmnopqrstuvwxyz";
-	uint32_t r = 0;
-	while (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-		if (errno != EINTR)
-			break;
+	uint32_t r = id_random_next();
 	/* 8 characters of the time in ms (40 bits: they wrap every 34 years) then 4 random
 	 * ones (20 bits): ids made close in time sort together, so a batch's inserts into the
 	 * indexes keyed by task id (tasks, reservations, events) touch the same few pages
@@ -639,7 +729,19 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
 	if (!st)
 		return GWB_EDB;
-	char *d = detail ? jx_dump(detail) : NULL;
+	/* The text jx_dump gives, in one pass into a buffer on the stack when it fits (every
+	 * event's detail but the scheduler's longest messages); jx_dump sizes it first. */
+	char small[512], *d = NULL, *heap = NULL;
+	if (detail) {
+		size_t n = json_dumpb(detail, small, sizeof small,
+				      JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+		if (n > 0 && n < sizeof small) {
+			small[n] = '\0';
+			d = small;
+		} else {
+			d = heap = jx_dump(detail);
+		}
+	}
 	store_bind_text(st, 1, task_id);
 	sqlite3_bind_int64(st, 2, now_ms);
 	store_bind_text(st, 3, type);
@@ -647,7 +749,7 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 	store_bind_text(st, 5, to_state);
 	store_bind_text(st, 6, d);
 	int rc = store_step_done(s, st);
-	gwb_free(d);
+	gwb_free(heap);
 	return rc;
 }
 

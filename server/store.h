@@ -67,7 +67,9 @@ struct submit_result {
  * transaction: a refused or failed one undoes only its own writes, a later one sees the
  * earlier ones' writes (quota and idempotency keys stay exact), and nothing is durable before
  * the batch's COMMIT (one fsync for the lot). Every other write of the store made while a
- * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too. */
+ * batch is open (the reconciler's, at its safe point) is a savepoint of the batch too.
+ * An optimistic batch (store_batch_begin_optimistic) skips the savepoints and says when one
+ * would have been needed; decided again with them, the outcome is the same. */
 
 /* ---- storage faults ----
  * A write refused by the storage under the database returns GWB_EUNAVAIL, from any function
@@ -98,6 +100,17 @@ const char *store_fault_name(enum store_fault_kind kind);
 /* Opens a batch: BEGIN IMMEDIATE. 0, GWB_EBUSY (another process holds the write lock),
  * GWB_EUNAVAIL (a storage fault) or GWB_EDB; on failure no batch is open. */
 int store_batch_begin(struct store *s);
+/* store_batch_begin without a SAVEPOINT per decision: each decision's writes go straight into
+ * the batch's transaction (a SAVEPOINT costs a copy of every page the decision touches).
+ * Decisions that refuse before writing (quota, conflicts, replays, unknown teams or tasks)
+ * need no undo; when one that wrote must be undone (an error in the middle of its writes, a
+ * storage fault), the batch is spoiled: store_batch_spoiled says so, and the caller must roll
+ * the batch back and run it again after store_batch_begin, where that decision undoes only
+ * itself. Same returns as store_batch_begin. */
+int store_batch_begin_optimistic(struct store *s);
+/* 1 when an optimistic batch is open and one of its decisions could not be undone alone:
+ * nothing of the batch may be committed. */
+int store_batch_spoiled(const struct store *s);
 /* Commits the batch (one fsync): 0, or GWB_EBUSY / GWB_EUNAVAIL / GWB_EDB, in which case
  * every write of the batch is rolled back, with the in-memory counters' moves. Either way the
  * batch is closed. When SQLite rolled the batch's transaction back during a unit (a storage
@@ -145,6 +158,14 @@ int64_t store_task_transitions(struct store *s, enum task_state from, enum task_
 int store_task_submit(struct store *s, const struct task_req *req, const char *key,
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res);
+/* store_task_submit that also fills *row (caller-owned) with the new task exactly as a later
+ * store_task_load inside the same transaction would read it (its reservation joined, seq
+ * included), so the submission can be answered without reading it back. *row is meaningful
+ * only when 0 is returned and res->replayed is 0; a replay leaves it undefined (the earlier
+ * task may have moved on: read it). Same returns as store_task_submit. */
+int store_task_submit_row(struct store *s, const struct task_req *req, const char *key,
+			  const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+			  struct submit_result *res, struct task *row);
 
 /* Loads task id into *out (the row as stored: the API shapes its JSON). 0, GWB_ENOTFOUND or
  * GWB_EDB (also for a stored state that is not in the lifecycle table). */
@@ -183,7 +204,10 @@ int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t c
 json_t *store_team_json(struct store *s, const char *team);
 /* Every team, sorted by name, as a new JSON array. */
 json_t *store_teams_json(struct store *s);
-/* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB. */
+/* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB.
+ * A token found is remembered (by its hash) for a second (STORE_TOKEN_TTL_MS), so most
+ * calls read nothing; store_team_put with a token forgets them all, so a change made through
+ * this store holds from the next call on, one made by another process within that second. */
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len);
 
 /* Number of tasks in each state, counted over the table (a scan: start-up and tests, not the

@@ -9,6 +9,12 @@
 #include "server/store.h"
 
 #define STORE_STMT_CACHE 128
+/* Team tokens remembered by store_team_by_token (direct-mapped by the hash's first byte). */
+#define STORE_TOKEN_CACHE 64
+/* How long a remembered token is trusted after the read that found it: a change this
+ * connection makes empties the cache at once; this bounds how long a change written by
+ * another process (another server on the same file) can go unseen. */
+#define STORE_TOKEN_TTL_MS 1000
 
 struct store {
 	sqlite3 *db;
@@ -17,12 +23,26 @@ struct store {
 		sqlite3_stmt *stmt;
 	} cache[STORE_STMT_CACHE];
 	int ncache;
+	/* Tokens found in the teams table, so that a request authenticates without a read
+	 * transaction: the SHA-256 (never the token), its team, and the monotonic time of the
+	 * read (0: the slot is empty). */
+	struct store_token {
+		unsigned char hash[32];
+		char team[64];
+		int64_t read_ms;
+	} tokens[STORE_TOKEN_CACHE];
 	/* The outbox insert watcher (store_outbox_watch): the connection's only update hook. */
 	store_outbox_fn outbox_fn;
 	void *outbox_arg;
 	/* Group commit (store_batch_begin): 1 while a batch's transaction is open, so each
 	 * decision runs in its own SAVEPOINT instead of its own transaction. */
 	int in_batch;
+	/* An optimistic batch (store_batch_begin_optimistic): its decisions run without a
+	 * SAVEPOINT each. unit_changes is the connection's change count when the current
+	 * decision began; spoiled is set when a decision that wrote something had to be undone,
+	 * which only a SAVEPOINT could have done. */
+	int batch_optimistic, batch_spoiled;
+	int64_t unit_changes;
 	/* The WAL as the wal hook last saw it (pages), and what bounds it. */
 	int64_t wal_pages;
 	int page_size;

@@ -75,6 +75,19 @@ static int team_totals(struct store *s, const char *team, struct submit_result *
 #define INS_BIND_RO(kind, st, i, t, f)
 #define INS_BIND(kind, f, tbl, col, size, role) INS_BIND_##role(kind, st, idx, t, f)
 
+/* Copies src into dst (size len) whole: 0, or 1 when it does not fit (dst is then ""). The
+ * copy snprintf would make, without parsing a format for each field of every submission. */
+static int copy_text(char *dst, size_t len, const char *src)
+{
+	size_t n = strlen(src);
+	if (n >= len) {
+		dst[0] = '\0';
+		return 1;
+	}
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
 /* The new task as a row: the request's columns (role REQ in TASK_COLUMNS), queued. Returns 0,
  * or GWB_EINVAL when a text does not fit its column (the API's limits keep it from happening). */
 static int new_task(struct task *t, const struct task_req *req, const char *key, int64_t now_ms)
@@ -87,26 +100,24 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 	t->duration_seconds = req->duration_seconds;
 	t->created_at = now_ms;
 	t->updated_at = now_ms;
-	size_t cut = 0;
-	cut |= (size_t)snprintf(t->team, sizeof t->team, "%s", req->team) >= sizeof t->team;
-	cut |= (size_t)snprintf(t->name, sizeof t->name, "%s", req->name) >= sizeof t->name;
-	cut |= (size_t)snprintf(t->qos, sizeof t->qos, "%s", req->qos) >= sizeof t->qos;
-	cut |= (size_t)snprintf(t->experiment, sizeof t->experiment, "%s", req->experiment) >=
-	       sizeof t->experiment;
-	cut |= (size_t)snprintf(t->idempotency_key, sizeof t->idempotency_key, "%s",
-				key ? key : "") >= sizeof t->idempotency_key;
+	int cut = 0;
+	cut |= copy_text(t->team, sizeof t->team, req->team);
+	cut |= copy_text(t->name, sizeof t->name, req->name);
+	cut |= copy_text(t->qos, sizeof t->qos, req->qos);
+	cut |= copy_text(t->experiment, sizeof t->experiment, req->experiment);
+	cut |= copy_text(t->idempotency_key, sizeof t->idempotency_key, key ? key : "");
 	return cut ? GWB_EINVAL : 0;
 }
 
-/* Inserts the task row with a fresh id (retrying on the unlikely id collision). */
+/* Inserts the task row with a fresh id (retrying on the unlikely id collision); t receives
+ * the row as inserted (its seq too). */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
-		       int64_t now_ms, char id[16])
+		       int64_t now_ms, char id[16], struct task *t)
 {
-	struct task *t = gwb_malloc(sizeof *t);
 	int rc = new_task(t, req, key, now_ms);
 	for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
 		store_new_task_id(id);
-		snprintf(t->id, sizeof t->id, "%s", id);
+		copy_text(t->id, sizeof t->id, id); /* 14 characters */
 		task_job_name(id, t->job_name, sizeof t->job_name);
 		sqlite3_stmt *st = store_stmt(s, "INSERT INTO tasks (state, updated_at" TASK_COLUMNS(
 						 INS_COL) ") VALUES (?, ?" TASK_COLUMNS(INS_VAL) ")");
@@ -120,28 +131,30 @@ static int insert_task(struct store *s, const struct task_req *req, const char *
 		TASK_COLUMNS(INS_BIND)
 		int step = sqlite3_step(st);
 		sqlite3_reset(st);
-		if (step == SQLITE_DONE)
-			goto out;
+		if (step == SQLITE_DONE) {
+			t->seq = sqlite3_last_insert_rowid(s->db);
+			return 0;
+		}
 		if (step != SQLITE_CONSTRAINT)
 			rc = GWB_EDB;
 	}
-	if (rc == 0)
-		rc = GWB_EDB; /* four colliding ids in a row: the generator is broken */
-out:
-	gwb_free(t);
-	return rc;
+	return rc ? rc : GWB_EDB; /* four colliding ids in a row: the generator is broken */
 }
 
 /* The writes of an accepted submission, after the checks. */
 static int submit_writes(struct store *s, const struct task_req *req, const char *key,
 			 const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
-			 struct submit_result *res)
+			 struct submit_result *res, struct task *t)
 {
 	char id[16];
-	int rc = insert_task(s, req, key, now_ms, id);
+	int rc = insert_task(s, req, key, now_ms, id, t);
 	if (rc)
 		return rc;
-	snprintf(res->task_id, sizeof res->task_id, "%s", id);
+	copy_text(res->task_id, sizeof res->task_id, id);
+	/* The reservation as the row below holds it: what TASK_SELECT's join reads back. */
+	t->reserved_mem_mib = res->req_mem;
+	t->reserved_core_percent = res->req_core;
+	t->loaded_state = t->state;
 
 	sqlite3_stmt *st = store_stmt(s, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
 					 "gpu_core_percent) VALUES (?, ?, ?, ?)");
@@ -203,6 +216,16 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res)
 {
+	struct task *t = gwb_malloc(sizeof *t);
+	int rc = store_task_submit_row(s, req, key, fingerprint, now_ms, key_ttl_ms, res, t);
+	gwb_free(t);
+	return rc;
+}
+
+int store_task_submit_row(struct store *s, const struct task_req *req, const char *key,
+			  const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+			  struct submit_result *res, struct task *row)
+{
 	memset(res, 0, sizeof *res);
 	res->req_mem = req->gpu_memory_mib * req->gpu_count;
 	res->req_core = req->gpu_core_percent * req->gpu_count;
@@ -234,7 +257,7 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 		rc = GWB_EQUOTA;
 		goto out;
 	}
-	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res);
+	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row);
 out:
 	rc = store_unit_end(s, rc);
 	if (rc == 0)

@@ -1,4 +1,6 @@
-/* The store's team side: quota changes, token lookup and the team views. */
+/* The store's team side: quota changes, token lookup (with the tokens it found remembered)
+ * and the team views. */
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,9 +8,20 @@
 #include "lib/err.h"
 #include "server/store_internal.h"
 
+/* Forgets every remembered token: a token changed (or may have). */
+static void tokens_forget(struct store *s)
+{
+	memset(s->tokens, 0, sizeof s->tokens);
+}
+
 int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t core_pct,
 		   const unsigned char *token_hash, int64_t now_ms, int *created)
 {
+	/* A new token replaces the team's old one: from now on only a read of the table says
+	 * which token is whose. Forgotten again once the change is decided, so nothing read in
+	 * between survives it either. */
+	if (token_hash)
+		tokens_forget(s);
 	int rc = store_begin(s);
 	if (rc)
 		return rc;
@@ -62,9 +75,14 @@ int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t c
 	sqlite3_bind_int64(st, 5, now_ms);
 	if ((rc = store_step_done(s, st)))
 		goto out;
-	return store_commit(s);
+	rc = store_commit(s);
+	if (token_hash)
+		tokens_forget(s);
+	return rc;
 out:
 	store_rollback(s);
+	if (token_hash)
+		tokens_forget(s);
 	return rc;
 }
 
@@ -123,13 +141,32 @@ json_t *store_teams_json(struct store *s)
 
 int store_team_by_token(struct store *s, const unsigned char *hash, char *team, size_t len)
 {
+	/* The slot comes from the hash, not the token: a SHA-256 is evenly spread, and which
+	 * slot is looked at tells nothing of the token beyond its hash (as the index lookup
+	 * below). The hashes are compared in constant time all the same. */
+	int64_t now = clock_mono_ms();
+	struct store_token *e = &s->tokens[hash[0] % STORE_TOKEN_CACHE];
+	if (e->read_ms && now - e->read_ms < STORE_TOKEN_TTL_MS &&
+	    CRYPTO_memcmp(e->hash, hash, sizeof e->hash) == 0) {
+		snprintf(team, len, "%s", e->team);
+		return 0;
+	}
 	sqlite3_stmt *st = store_stmt(s, "SELECT name FROM teams WHERE token_hash = ?");
 	if (!st)
 		return GWB_EDB;
 	sqlite3_bind_blob(st, 1, hash, 32, SQLITE_TRANSIENT);
 	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		snprintf(team, len, "%s", store_col_text(st, 0));
+	if (rc == SQLITE_ROW) {
+		const char *name = store_col_text(st, 0);
+		snprintf(team, len, "%s", name);
+		/* Only tokens found are remembered: a wrong one costs a read every time, as
+		 * before, and cannot push the teams' tokens out. */
+		if (strlen(name) < sizeof e->team) {
+			memcpy(e->hash, hash, sizeof e->hash);
+			snprintf(e->team, sizeof e->team, "%s", name);
+			e->read_ms = now > 0 ? now : 1;
+		}
+	}
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }

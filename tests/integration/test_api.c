@@ -483,6 +483,44 @@ TEST(api_authorization_tokens_and_teams)
 	CHECKF(!found, "the team token is stored in clear");
 }
 
+/* The server remembers the tokens it found; a PUT that changes a team's token is obeyed from
+ * the next request on: the old token is refused at once, the new one accepted, and a token
+ * handed from one team to another acts for its new team only. */
+TEST(api_token_change_takes_effect_at_once)
+{
+	struct h_server s;
+	start(&s, 10240, 400);
+	struct h_resp r;
+	for (int i = 0; i < 3; i++) { /* found, then remembered */
+		h_req(&r, "GET", url_of(&s), "/v1/teams", ALPHA, NULL, NULL);
+		CHECK_INT(r.status, 200);
+		h_resp_free(&r);
+	}
+	put_team(url_of(&s), "alpha", 10240, 400, "alpha-second-token");
+	h_req(&r, "GET", url_of(&s), "/v1/teams", ALPHA, NULL, NULL);
+	CHECK_INT(r.status, 401);
+	CHECK_STR(h_err_code(&r), "unauthorized");
+	h_resp_free(&r);
+	h_req(&r, "GET", url_of(&s), "/v1/teams/alpha", "alpha-second-token", NULL, NULL);
+	CHECK_INT(r.status, 200);
+	h_resp_free(&r);
+	/* beta takes alpha's first token: it now acts for beta, never for alpha. */
+	h_req(&r, "GET", url_of(&s), "/v1/teams/beta", BETA, NULL, NULL);
+	CHECK_INT(r.status, 200);
+	h_resp_free(&r);
+	put_team(url_of(&s), "beta", 10240, 400, ALPHA);
+	h_req(&r, "GET", url_of(&s), "/v1/teams/beta", BETA, NULL, NULL);
+	CHECK_INT(r.status, 401);
+	h_resp_free(&r);
+	h_req(&r, "GET", url_of(&s), "/v1/teams/beta", ALPHA, NULL, NULL);
+	CHECK_INT(r.status, 200);
+	h_resp_free(&r);
+	h_req(&r, "GET", url_of(&s), "/v1/teams/alpha", ALPHA, NULL, NULL);
+	CHECK_INT(r.status, 403);
+	h_resp_free(&r);
+	h_server_stop(&s);
+}
+
 TEST(api_team_put_validation_and_lowered_quota)
 {
 	struct h_server s;

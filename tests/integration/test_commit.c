@@ -2,8 +2,10 @@
  * request is refused and others are replays or conflicts commits the rest; a second process
  * holding the write lock gets 503 answers while /healthz keeps answering; a kill -9 in the
  * middle of a burst of 1,000 submissions loses no acknowledged task and leaves the quota
- * books exact; a client that leaves before its answer harms nothing. SQLite is inspected
- * directly, never through the code under test. */
+ * books exact; a client that leaves before its answer harms nothing; a 201 is the task a
+ * later GET shows, byte for byte; a decision undone after it wrote makes the batch be decided
+ * again with savepoints, with the same answers. SQLite is inspected directly, never through
+ * the code under test. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -428,5 +430,148 @@ TEST(commit_wal_stays_bounded_and_readyz_shows_it)
 	CHECK(ckpts >= 1);
 	CHECK(most <= 1048576 + 256 * 1024);
 	CHECK(bytes <= 1048576 + 256 * 1024);
+	h_server_stop(&s);
+}
+
+/* A 201 is shaped from the task as its decision inserted it, not read back: it must be the
+ * task a later GET shows. Every field is compared; while the task is still queued (no queue
+ * and no cluster here: nothing moves it), the whole body too, byte for byte. Only the fields
+ * a later state change rewrites may differ, and only once the state did. */
+TEST(commit_201_body_equals_a_later_get)
+{
+	static const char *const movable[] = { "state", "reason", "updated_at", "job", "pod",
+					       "allocation", "pending", "reservation",
+					       "cancel_requested_at", NULL };
+	static const struct {
+		const char *key, *body;
+	} cases[] = {
+		{ NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}" },
+		{ "same-201-k1", "{\"team\": \"alpha\", \"name\": \"n\\u00e9e \\u4e2d \\\"q\\\"\", "
+				 "\"gpu_memory_mib\": 300, \"gpu_core_percent\": 7, \"gpu_count\": 3, "
+				 "\"duration_seconds\": 86400, \"qos\": \"BE\", "
+				 "\"experiment\": \"overlimit\"}" },
+		{ "~!@#$%^&*()_+`-={}[]|:;'<>?,./", "{\"team\": \"alpha\", \"name\": \"x\", "
+						  "\"gpu_memory_mib\": 1048576, "
+						  "\"gpu_core_percent\": 100}" },
+	};
+	struct h_server s;
+	h_server_init(&s);
+	h_server_start(&s);
+	put_team(s.proc.url, "alpha", 1 << 30, 1000000, "alpha-token-123");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char hk[200];
+		const char *hdrs[] = { hk, NULL };
+		snprintf(hk, sizeof hk, "Idempotency-Key: %s", cases[i].key ? cases[i].key : "");
+		struct h_resp post, get;
+		h_req(&post, "POST", s.proc.url, "/v1/tasks", "alpha-token-123", cases[i].body,
+		      cases[i].key ? hdrs : NULL);
+		CHECKF(post.status == 201 && post.json, "case %zu: %ld %s", i, post.status,
+		       post.body);
+		char path[96];
+		snprintf(path, sizeof path, "/v1/tasks/%s",
+			 json_string_value(json_object_get(post.json, "id")));
+		CHECK_STR(h_header(&post, "Location"), path);
+		h_req(&get, "GET", s.proc.url, path, "alpha-token-123", NULL, NULL);
+		CHECK_INT(get.status, 200);
+		CHECK(get.json != NULL);
+		int moved = strcmp(json_string_value(json_object_get(get.json, "state")), "queued");
+		CHECK_STR(json_string_value(json_object_get(post.json, "state")), "queued");
+		CHECK_INT(json_object_size(post.json), json_object_size(get.json));
+		const char *k;
+		json_t *v;
+		json_object_foreach(get.json, k, v) {
+			int may = 0;
+			for (const char *const *m = movable; *m; m++)
+				may |= moved && strcmp(*m, k) == 0;
+			json_t *p = json_object_get(post.json, k);
+			CHECKF(p != NULL, "case %zu: the 201 lacks %s", i, k);
+			CHECKF(may || json_equal(p, v), "case %zu: %s differs", i, k);
+		}
+		if (!moved)
+			CHECKF(strcmp(post.body, get.body) == 0, "case %zu:\n201 %s\nGET %s", i,
+			       post.body, get.body);
+		t_log("case %zu: %s, %zu bytes, %s", i, path, strlen(post.body),
+		      moved ? "moved on" : "byte-identical");
+		/* A replay answers 200 with the same task (read, since it may have moved on). */
+		if (cases[i].key) {
+			struct h_resp again;
+			h_req(&again, "POST", s.proc.url, "/v1/tasks", "alpha-token-123",
+			      cases[i].body, hdrs);
+			CHECK_INT(again.status, 200);
+			CHECK_STR(h_header(&again, "Idempotent-Replayed"), "true");
+			CHECK_STR(json_string_value(json_object_get(again.json, "id")),
+				  json_string_value(json_object_get(post.json, "id")));
+			h_resp_free(&again);
+		}
+		h_resp_free(&get);
+		h_resp_free(&post);
+	}
+	h_server_stop(&s);
+}
+
+/* 1 when the file at path holds needle. */
+static int file_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char line[4096];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* A batch is decided without a SAVEPOINT per decision; a decision that wrote and then has to
+ * be undone (it removed its expired key, then the quota refused it) makes the server decide
+ * the batch again with savepoints: that one alone is undone, the others are answered 201
+ * and stored, the expired key row is back as it was. */
+TEST(commit_undone_decision_redoes_the_batch_with_savepoints)
+{
+	struct h_server s;
+	h_server_init(&s);
+	s.env[0] = "GWB_HOUSEKEEPING_INTERVAL_MS=600000"; /* no purge of the expired key */
+	s.env[1] = NULL;
+	h_server_start(&s);
+	put_team(s.proc.url, "alpha", 3072, 1000, "alpha-token-123");
+	char body[512], over[512];
+	task_body(body, sizeof body, "alpha", 1024);
+	task_body(over, sizeof over, "alpha", 8192);
+	const char *hs[] = { "Idempotency-Key: old-key", NULL };
+	struct h_resp r;
+	h_req(&r, "POST", s.proc.url, "/v1/tasks", "alpha-token-123", body, hs);
+	CHECK_INT(r.status, 201);
+	h_resp_free(&r);
+	/* The key expires (written from outside: its time-to-live is a minute at least). */
+	sqlite3 *h;
+	CHECK(sqlite3_open_v2(s.db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+	sqlite3_busy_timeout(h, 5000);
+	CHECK(sqlite3_exec(h, "UPDATE idempotency_keys SET expires_at = 1", NULL, NULL, NULL) ==
+	      SQLITE_OK);
+	sqlite3_close(h);
+	enum { N = 3 };
+	static char req[N][1024], ans[N][16384];
+	size_t len[N];
+	len[0] = post_bytes(req[0], sizeof req[0], "alpha-token-123", NULL, body);
+	len[1] = post_bytes(req[1], sizeof req[1], "alpha-token-123", "old-key", over);
+	len[2] = post_bytes(req[2], sizeof req[2], "alpha-token-123", NULL, body);
+	int fds[N], st[N];
+	const char *bodies[N];
+	for (int i = 0; i < N; i++)
+		fds[i] = conn_open(s.proc.url);
+	for (int i = 0; i < N; i++)
+		CHECK(write(fds[i], req[i], len[i]) == (ssize_t)len[i]);
+	for (int i = 0; i < N; i++)
+		st[i] = read_answer(fds[i], ans[i], sizeof ans[i], &bodies[i]);
+	CHECKF(st[0] == 201 && st[2] == 201, "plain: %d %d", st[0], st[2]);
+	CHECKF(st[1] == 403 && strstr(bodies[1], "quota_exceeded"), "over: %d %s", st[1],
+	       bodies[1]);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks"), 3);
+	CHECK_INT(h_sql_int(s.db, "SELECT reserved_mem_mib FROM teams WHERE name = 'alpha'"), 3072);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM idempotency_keys WHERE key = 'old-key' "
+				  "AND expires_at = 1"),
+		  1);
+	CHECK(file_has(s.proc.log, "batch_redone"));
 	h_server_stop(&s);
 }

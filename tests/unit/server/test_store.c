@@ -1,5 +1,5 @@
 /* The store against a real SQLite file: the cross-process quota race, idempotency, migrations,
- * key expiry and listing. */
+ * key expiry and listing, team tokens remembered until one changes, task ids across a fork. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -288,4 +288,94 @@ TEST(store_refuses_illegal_transitions)
 	CHECK_INT(changed, 0);
 	CHECK_INT(st, TASK_FAILED);
 	gwb_free(t);
+}
+
+/* Tokens found are remembered, and a token change forgets them: the old token stops working
+ * and the new one works from the next lookup on, whichever team held what before. A change
+ * written by another connection is seen once the remembered entry is a second old. */
+TEST(store_token_remembered_until_a_token_changes)
+{
+	const char *db = h_path("tokc.db");
+	struct store *s = open_store(db);
+	t_defer(close_store, s);
+	unsigned char h1[32], h2[32], h3[32];
+	memset(h1, 1, 32);
+	memset(h2, 2, 32);
+	memset(h3, 3, 32);
+	h3[0] = 1; /* the same slot as h1: a collision only evicts */
+	int created;
+	char team[64];
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h1, 1, &created), 0);
+	CHECK_INT(store_team_put(s, "beta", 1, 1, h2, 1, &created), 0);
+	for (int i = 0; i < 3; i++) {
+		CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+		CHECK_STR(team, "alpha");
+		CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
+		CHECK_STR(team, "beta");
+		CHECK_INT(store_team_by_token(s, h3, team, sizeof team), GWB_ENOTFOUND);
+	}
+	/* alpha takes h3: h1 is nobody's now. */
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h3, 2, &created), 0);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), GWB_ENOTFOUND);
+	CHECK_INT(store_team_by_token(s, h3, team, sizeof team), 0);
+	CHECK_STR(team, "alpha");
+	/* beta takes h1, alpha's old token. */
+	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
+	CHECK_INT(store_team_put(s, "beta", 1, 1, h1, 3, &created), 0);
+	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), GWB_ENOTFOUND);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+	CHECK_STR(team, "beta");
+	/* A refused change forgets too, and changes nothing. */
+	CHECK_INT(store_team_put(s, "alpha", 1, 1, h1, 4, &created), GWB_EEXISTS);
+	CHECK_INT(store_team_by_token(s, h3, team, sizeof team), 0);
+	CHECK_STR(team, "alpha");
+	/* Another connection gives beta h2 again: seen within a second. */
+	struct store *other = open_store(db);
+	t_defer(close_store, other);
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), 0);
+	CHECK_INT(store_team_put(other, "beta", 1, 1, h2, 5, &created), 0);
+	int64_t t0 = clock_mono_ms();
+	while (store_team_by_token(s, h1, team, sizeof team) == 0 && clock_mono_ms() < t0 + 3000)
+		usleep(20 * 1000);
+	int64_t took = clock_mono_ms() - t0;
+	t_log("the other connection's change was seen after %lld ms", (long long)took);
+	CHECK(took <= 1000 + 500); /* the second, and a slow machine's slack */
+	CHECK_INT(store_team_by_token(s, h1, team, sizeof team), GWB_ENOTFOUND);
+	CHECK_INT(store_team_by_token(s, h2, team, sizeof team), 0);
+	CHECK_STR(team, "beta");
+}
+
+/* Task ids take their random part from a pool filled 64 words at a time; a forked process
+ * refills its own, so a parent and its child never hand out the same random parts. */
+TEST(store_task_ids_differ_across_fork)
+{
+	char id[16], mine[8][5], theirs[8][5];
+	store_new_task_id(id); /* the pool is filled now, before the fork */
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		for (int i = 0; i < 8; i++) {
+			store_new_task_id(id);
+			if (write(fds[1], id + 10, 4) != 4)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	for (int i = 0; i < 8; i++) {
+		store_new_task_id(id);
+		memcpy(mine[i], id + 10, 4);
+		mine[i][4] = '\0';
+		CHECK(read(fds[0], theirs[i], 4) == 4);
+		theirs[i][4] = '\0';
+	}
+	close(fds[0]);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	int same = 0;
+	for (int i = 0; i < 8; i++)
+		same += strcmp(mine[i], theirs[i]) == 0;
+	CHECKF(same < 8, "the child repeated the parent's random parts (%s...)", mine[0]);
 }

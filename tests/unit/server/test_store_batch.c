@@ -1,10 +1,13 @@
 /* The store's group commit against a real SQLite file: savepoints that undo only their own
  * decision, later decisions that see earlier ones, nothing visible to another connection
  * before the batch's COMMIT, a rolled-back batch that leaves nothing, the counters kept in
- * memory equal to a count over the table, and checkpoints that empty the WAL. */
+ * memory equal to a count over the table, and checkpoints that empty the WAL; an optimistic
+ * batch (no savepoints) that refusals leave whole and an undone write spoils; the row a
+ * submission hands back equal to the row read back. */
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/store.h"
@@ -177,5 +180,124 @@ TEST(store_checkpoint_truncate_empties_the_wal)
 	store_wal_stats(s, &w);
 	CHECK_INT(w.wal_bytes, 0);
 	CHECK_INT(w.checkpoints, 1);
+	check_counts(s);
+}
+
+/* Compares every column of two task rows (TASK_COLUMNS), naming the first that differs. */
+#define ROW_SAME_TEXT(a, b, f) CHECKF(strcmp((a)->f, (b)->f) == 0, #f ": %s / %s", (a)->f, (b)->f);
+#define ROW_SAME_INT(a, b, f) CHECKF((a)->f == (b)->f, #f ": %lld / %lld", (long long)(a)->f, \
+				     (long long)(b)->f);
+#define ROW_SAME_BOOL(a, b, f) CHECK_INT((a)->f, (b)->f);
+#define ROW_SAME_OPT(a, b, f)                                     \
+	CHECK_INT((a)->has_##f, (b)->has_##f);                    \
+	if ((a)->has_##f)                                         \
+		CHECK_INT((long long)(a)->f, (long long)(b)->f);
+#define ROW_SAME_STATE(a, b, f) CHECK_INT((a)->f, (b)->f);
+#define ROW_SAME(kind, f, tbl, col, size, role) ROW_SAME_##kind(a, b, f)
+
+static void rows_same(const struct task *a, const struct task *b)
+{
+	TASK_COLUMNS(ROW_SAME)
+	CHECK_INT(a->loaded_state, b->loaded_state);
+}
+
+/* The row a submission hands back is the row a read of the same task gives, inside the batch
+ * and after its COMMIT, with and without a key. A replay leaves it alone. */
+TEST(store_batch_submit_row_equals_the_row_read_back)
+{
+	const char *db = h_path("row.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 1 << 20, 100000, NULL, 1, &created), 0);
+	struct task_req big = { "alpha", "n\xc3\xa9", 512, 33, 4, 86400, "BE", "overlimit" };
+	struct task_req one = req_of("alpha", 1);
+	struct task *row = gwb_malloc(sizeof *row), *back = gwb_malloc(sizeof *back);
+	t_defer(gwb_free, row);
+	t_defer(gwb_free, back);
+	struct submit_result r;
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_submit_row(s, &big, "key-1", "fp", 1234567, 100000, &r, row), 0);
+	CHECK_INT(r.replayed, 0);
+	CHECK_INT(store_task_load(s, r.task_id, back), 0);
+	rows_same(row, back);
+	CHECK_INT((long long)row->reserved_mem_mib, 512 * 4);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(store_task_load(s, r.task_id, back), 0);
+	rows_same(row, back);
+	/* Outside a batch, without a key. */
+	CHECK_INT(store_task_submit_row(s, &one, NULL, "fp", 2000, 100000, &r, row), 0);
+	CHECK_INT(store_task_load(s, r.task_id, back), 0);
+	rows_same(row, back);
+	CHECK_STR(row->idempotency_key, "");
+}
+
+/* An optimistic batch (no SAVEPOINT per decision) decides as a batch with savepoints does:
+ * refusals, replays and conflicts write nothing, so none spoils it; later decisions see the
+ * earlier ones; nothing shows before the COMMIT. */
+TEST(store_batch_optimistic_refusals_need_no_undo)
+{
+	const char *db = h_path("o.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	struct store *other = open_store(db, 0);
+	t_defer(close_store, other);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 1, &created), 0);
+	struct submit_result a, b, c, d, e;
+	struct task_req one = req_of("alpha", 1024), big = req_of("alpha", 8192);
+	struct task_req other_params = req_of("alpha", 2048), nobody = req_of("nobody", 1);
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	CHECK_INT(store_task_submit(s, &one, "k1", "fp1", 10, 100000, &a), 0);
+	CHECK_INT(store_task_submit(s, &big, NULL, "fp2", 10, 100000, &b), GWB_EQUOTA);
+	CHECK_INT(b.reserved_mem, 1024);
+	CHECK_INT(store_task_submit(s, &one, "k1", "fp1", 10, 100000, &c), 0);
+	CHECK(c.replayed);
+	CHECK_STR(c.task_id, a.task_id);
+	CHECK_INT(store_task_submit(s, &other_params, "k1", "fp3", 10, 100000, &d),
+		  GWB_ECONFLICT);
+	CHECK_INT(store_task_submit(s, &nobody, NULL, "fp4", 10, 100000, &e), GWB_ENOTFOUND);
+	CHECK_INT(store_task_submit(s, &one, NULL, "fp1", 10, 100000, &e), 0);
+	enum task_state st;
+	int changed = 0;
+	CHECK_INT(store_task_cancel(s, e.task_id, 11, &st, &changed), 0);
+	CHECK(changed);
+	CHECK_INT(store_task_cancel(s, e.task_id, 12, &st, &changed), 0); /* a repeat */
+	CHECK(!changed);
+	CHECK_INT(store_batch_spoiled(s), 0);
+	CHECK_INT(tasks_seen_by(other), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(tasks_seen_by(other), 2);
+	CHECK_INT(reserved_mem(other, "alpha"), 2048);
+	check_counts(s);
+}
+
+/* A decision that wrote and then has to be undone (here: it deleted an expired key, then the
+ * quota refused it) spoils an optimistic batch; decided again with savepoints, it alone is
+ * undone: the others commit, the expired key row is still there. */
+TEST(store_batch_optimistic_spoiled_then_decided_with_savepoints)
+{
+	const char *db = h_path("sp.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 1, &created), 0);
+	struct task_req one = req_of("alpha", 1024), big = req_of("alpha", 8192);
+	struct submit_result a, b, c;
+	CHECK_INT(store_task_submit(s, &one, "old", "fp", 10, 5, &a), 0); /* expires at 15 */
+	for (int round = 0; round < 2; round++) {
+		int optimistic = round == 0;
+		CHECK_INT(optimistic ? store_batch_begin_optimistic(s) : store_batch_begin(s), 0);
+		CHECK_INT(store_task_submit(s, &one, NULL, "fp", 100, 100000, &b), 0);
+		CHECK_INT(store_task_submit(s, &big, "old", "fp2", 100, 100000, &c), GWB_EQUOTA);
+		CHECK_INT(store_task_submit(s, &one, NULL, "fp", 100, 100000, &c), 0);
+		CHECK_INT(store_batch_spoiled(s), optimistic);
+		if (optimistic)
+			store_batch_rollback(s);
+	}
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(tasks_seen_by(s), 3);
+	CHECK_INT(reserved_mem(s, "alpha"), 3072);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM idempotency_keys WHERE key = 'old'"), 1);
 	check_counts(s);
 }

@@ -1,0 +1,81 @@
+/* The API's view of a task (server/api_taskview.c): built with every key in sorted order, so
+ * that a view api_task_view_sorted vouches for dumps to the same text with or without jansson
+ * sorting it; tasks in several states and with every optional part are checked. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "server/http.h"
+#include "tests/harness/t.h"
+
+static struct task *task_new(void)
+{
+	struct task *t = gwb_calloc(1, sizeof *t);
+	snprintf(t->id, sizeof t->id, "t-abcdefgh2345");
+	snprintf(t->team, sizeof t->team, "alpha");
+	snprintf(t->name, sizeof t->name, "n\xc3\xa9\"e");
+	snprintf(t->qos, sizeof t->qos, "LS");
+	snprintf(t->experiment, sizeof t->experiment, "normal");
+	snprintf(t->job_name, sizeof t->job_name, "gwb-t-abcdefgh2345");
+	t->state = TASK_QUEUED;
+	t->gpu_memory_mib = t->reserved_mem_mib = 1024;
+	t->gpu_core_percent = t->reserved_core_percent = 25;
+	t->gpu_count = 1;
+	t->duration_seconds = 60;
+	t->created_at = t->updated_at = 1764540000123;
+	return t;
+}
+
+/* The view's text dumped as it was built equals the text with its keys sorted. */
+static void same_unsorted(const struct task *t, int detail)
+{
+	json_t *v = detail ? api_task_detail_view(t) : api_task_view(t);
+	CHECK(v != NULL);
+	size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
+	static char sorted[8192], as_built[8192];
+	size_t n = json_dumpb(v, sorted, sizeof sorted - 1, flags | JSON_SORT_KEYS);
+	size_t m = json_dumpb(v, as_built, sizeof as_built - 1, flags);
+	CHECK(n > 0 && n < sizeof sorted && m == n);
+	sorted[n] = as_built[m] = '\0';
+	CHECKF(strcmp(sorted, as_built) == 0, "sorted:   %s\nas built: %s", sorted, as_built);
+	json_decref(v);
+}
+
+TEST(taskview_keys_are_built_in_sorted_order)
+{
+	struct task *t = task_new();
+	CHECK(api_task_view_sorted(t));
+	same_unsorted(t, 0);
+	same_unsorted(t, 1);
+	/* A task further on: a Job and a Pod, an exit code, released, cancelled on request, an
+	 * idempotency key, a later update. */
+	snprintf(t->idempotency_key, sizeof t->idempotency_key, "key-1");
+	snprintf(t->job_uid, sizeof t->job_uid, "uid-j");
+	snprintf(t->pod_name, sizeof t->pod_name, "gwb-t-abcdefgh2345-x");
+	snprintf(t->pod_uid, sizeof t->pod_uid, "uid-p");
+	snprintf(t->pod_node, sizeof t->pod_node, "node");
+	snprintf(t->pod_phase, sizeof t->pod_phase, "Running");
+	snprintf(t->pod_deleted_at, sizeof t->pod_deleted_at, "2026-11-30T21:00:00Z");
+	snprintf(t->reason, sizeof t->reason, "cancelled");
+	snprintf(t->release_reason, sizeof t->release_reason, "job_suspended");
+	t->has_exit_code = 1;
+	t->exit_code = 143;
+	t->job_suspended = 1;
+	t->released = 1;
+	t->has_released_at = 1;
+	t->released_at = 1764540009000;
+	t->has_cancel_requested_at = 1;
+	t->cancel_requested_at = 1764540005000;
+	t->updated_at = 1764540009000;
+	t->state = TASK_CANCELLED;
+	CHECK(api_task_view_sorted(t));
+	same_unsorted(t, 0);
+	same_unsorted(t, 1);
+	/* Parts built from stored text are not vouched for. */
+	snprintf(t->pending_message, sizeof t->pending_message, "0/1 nodes are available");
+	CHECK(!api_task_view_sorted(t));
+	t->pending_message[0] = '\0';
+	snprintf(t->allocation, sizeof t->allocation, "{}");
+	CHECK(!api_task_view_sorted(t));
+	gwb_free(t);
+}
