@@ -317,6 +317,43 @@ TEST(store_fault_batch_rolled_back_by_sqlite_runs_no_later_unit)
 	CHECK_INT(reserved_mem(s), 200);
 }
 
+/* The same in an optimistic batch (no SAVEPOINT per decision, as the HTTP path runs it
+ * first): the unit that met the fault spoils the batch, the later ones fail without running on
+ * their own, and nothing is stored; run again with savepoints, the batch is decided anew. */
+TEST(store_fault_optimistic_batch_rolled_back_by_sqlite_is_spoiled)
+{
+	fault_vfs_install();
+	const char *db = h_path("o.db");
+	struct store *s = open_store(db);
+	t_defer(close_store, s);
+	struct store *other = open_store(db);
+	t_defer(close_store, other);
+	int created;
+	CHECK_INT(store_team_put(s, "alpha", 10240, 1000, NULL, 1, &created), 0);
+	struct submit_result res;
+	CHECK_INT(submit(s, 100, &res), 0);
+
+	CHECK_INT(store_team_put(other, "beta", 10240, 1000, NULL, 2, &created), 0);
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	fail_read = SQLITE_IOERR_READ;
+	CHECK_INT(submit(s, 100, &res), GWB_EUNAVAIL);
+	fail_read = 0;
+	CHECK(store_batch_spoiled(s));
+	CHECK_INT(submit(s, 100, &res), GWB_EUNAVAIL); /* never autocommitted on its own */
+	store_batch_rollback(s);
+	check_counts(s, 1);
+	CHECK_INT(reserved_mem(s), 100);
+
+	/* Decided again with savepoints, on a healthy storage: both stored. */
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(submit(s, 100, &res), 0);
+	CHECK_INT(submit(s, 100, &res), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(fault_of(s), STORE_FAULT_NONE);
+	check_counts(s, 3);
+	CHECK_INT(reserved_mem(s), 300);
+}
+
 /* A checkpoint that cannot write the database file keeps its frames in the WAL: counted as
  * failed, not taken for the store's fault (writes alone set and clear that). */
 TEST(store_fault_checkpoint_refused_is_counted)
