@@ -238,8 +238,12 @@ static void remove_pod_dir(struct kubelet *k, const char *uid)
 	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* mkdir -p. The folder usually exists already (every pass over a running pod), or only its
+ * last component is missing: one mkdir answers those, before the walk from the root. */
 static int mkdirs(const char *path)
 {
+	if (mkdir(path, 0755) == 0 || errno == EEXIST)
+		return 0;
 	char tmp[PATH_MAX];
 	snprintf(tmp, sizeof tmp, "%s", path);
 	for (char *p = tmp + 1; *p; p++) {
