@@ -204,11 +204,15 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 }
 
 /* Records that the task's Job exists (its uid) in SQLite. The picture is left to the watch:
- * an answer may be older than what the watch already showed. */
+ * an answer may be older than what the watch already showed. The record and the outcomes of
+ * the intents it answers share one transaction (each a savepoint of it): one fsync, not one
+ * each. As at the reconciler's safe point, what the waiters send (acknowledgements) leaves
+ * the loop only after this callback, so after the COMMIT. */
 static void adopt(struct rop *o, const json_t *job)
 {
 	struct recon_ops *ops = o->ops;
 	const char *uid = kobj_uid(job);
+	int batch = store_batch_begin(ops->c.store) == 0;
 	struct task *t = gwb_malloc(sizeof *t);
 	if (uid && store_task_load(ops->c.store, o->id, t) == 0 && strcmp(t->job_uid, uid) != 0) {
 		TASK_SET_TEXT(t, job_uid, uid);
@@ -226,6 +230,9 @@ static void adopt(struct rop *o, const json_t *job)
 	o->adopted_ms = clock_now_ms();
 	op_done_common(o);
 	waiters_fire(o, 0);
+	if (batch && store_batch_commit(ops->c.store))
+		log_warn("recon", "adopt_not_recorded", "task=%s db=%s", o->id,
+			 log_q(store_errmsg(ops->c.store)));
 }
 
 /* ---- create ---- */
@@ -459,6 +466,12 @@ static void on_list_batch(void *arg, const struct kube_result *res)
 	batch_unlink(ops, b);
 	json_t *items = json_object_get(res->body, "items");
 	int ok = res->outcome == KUBE_OK && json_is_array(items);
+	/* The list's releases in one transaction (each a savepoint of it): one fsync per list,
+	 * not one per task. Without a batch (another process holds the lock) each write stands
+	 * alone, as before. Answers only mark tasks dirty, so nothing is told before the
+	 * COMMIT; when it fails, nothing of the list is stored and the tasks, decided again from
+	 * SQLite, ask for another list. */
+	int batch = ok && store_batch_begin(ops->c.store) == 0;
 	for (int i = 0; i < b->n; i++) {
 		struct rop *o = rop_get(ops, b->ids[i], 0);
 		if (!o || o->op != OP_LIST_PODS)
@@ -480,6 +493,9 @@ static void on_list_batch(void *arg, const struct kube_result *res)
 		list_answered(o, list);
 		json_decref(list);
 	}
+	if (batch && store_batch_commit(ops->c.store))
+		log_warn("recon", "list_commit_failed", "tasks=%d db=%s (no release of it stored)",
+			 b->n, log_q(store_errmsg(ops->c.store)));
 	gwb_free(b);
 }
 
