@@ -34,10 +34,21 @@ struct reconciler {
 	struct recon_ops *ops;
 	json_t *dirty; /* task id -> true */
 	json_t *notes; /* informers' task events waiting for the safe point: [id, type, detail] */
+	struct take *takes, **takes_tail; /* create intents of queued tasks, for the safe point */
 	struct event *safe_point;
 	int64_t last_resync_ms;
 	int64_t last_token_ms;
 	char ns[64];
+};
+
+/* A create intent for a queued task: queued -> creating is written at the safe point, inside
+ * its transaction (one fsync for the turn's intents, not one each); the intent waits for its
+ * outcome from then on. */
+struct take {
+	char id[sizeof ((struct task *)0)->id];
+	reconciler_done_fn done;
+	void *arg;
+	struct take *next;
 };
 
 /* ---- the dirty set ---- */
@@ -148,6 +159,36 @@ static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 	return rc;
 }
 
+/* The create intents since the last safe point: queued -> creating (a task that moved on
+ * meanwhile is left as it is), then the intent waits for its outcome. A write that fails
+ * fails the intent, as it would have on arrival. */
+static void takes_write(struct reconciler *r, int64_t now)
+{
+	struct take *k = r->takes;
+	r->takes = NULL;
+	r->takes_tail = &r->takes;
+	struct task *t = gwb_malloc(sizeof *t);
+	while (k) {
+		struct take *next = k->next;
+		int rc = store_task_load(r->c.store, k->id, t);
+		if (rc == 0 && t->state == TASK_QUEUED) {
+			task_set_state(t, TASK_CREATING);
+			json_t *d = json_pack("{s:s}", "intent", "create");
+			rc = store_task_observe(r->c.store, t, d, now);
+			json_decref(d);
+			if (rc == GWB_ECONFLICT)
+				rc = 0;
+		}
+		if (rc)
+			k->done(k->arg, rc);
+		else
+			recon_ops_wait(r->ops, k->id, k->done, k->arg);
+		gwb_free(k);
+		k = next;
+	}
+	gwb_free(t);
+}
+
 static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 {
 	struct task *t = gwb_malloc(sizeof *t);
@@ -194,6 +235,7 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 	 * write tries on its own, as before. */
 	int batch = store_batch_begin(r->c.store) == 0;
 	notes_write(r, notes);
+	takes_write(r, now);
 	const char *id;
 	json_t *v;
 	json_object_foreach(dirty, id, v)
@@ -260,15 +302,15 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
 	if (rc)
 		goto out;
 	if (t->state == TASK_QUEUED && strcmp(kind, "create") == 0) {
-		task_set_state(t, TASK_CREATING);
-		json_t *d = json_pack("{s:s}", "intent", kind);
-		rc = store_task_observe(r->c.store, t, d, clock_now_ms());
-		json_decref(d);
-		if (rc && rc != GWB_ECONFLICT)
-			goto out;
+		struct take *k = gwb_calloc(1, sizeof *k);
+		snprintf(k->id, sizeof k->id, "%s", t->id);
+		k->done = done;
+		k->arg = arg;
+		*r->takes_tail = k;
+		r->takes_tail = &k->next;
+	} else {
+		recon_ops_wait(r->ops, task_id, done, arg);
 	}
-	rc = 0;
-	recon_ops_wait(r->ops, task_id, done, arg);
 	mark_dirty(r, task_id);
 out:
 	gwb_free(t);
@@ -417,6 +459,7 @@ int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, ch
 	}
 	r->dirty = json_object();
 	r->notes = json_array();
+	r->takes_tail = &r->takes;
 	r->safe_point = event_new(ctx->base, -1, 0, on_safe_point, r);
 	int wt = (int)cfg->kube_watch_timeout_seconds, idle = (int)cfg->kube_watch_idle_seconds;
 	r->pic = picture_new(r->kube, ctx->base, r->ns, wt, idle, &picture_ops, r);
@@ -448,6 +491,12 @@ void reconciler_free(struct reconciler *r)
 	recon_sched_free(r->sched);
 	kube_free(r->kube); /* requests in flight end here, without their callbacks */
 	recon_ops_free(r->ops);
+	while (r->takes) {
+		/* Like the operations' waiters: dropped, not fired (the intents are redelivered). */
+		struct take *k = r->takes;
+		r->takes = k->next;
+		gwb_free(k);
+	}
 	notes_write(r, r->notes); /* the informers' last events, each in its own transaction */
 	json_decref(r->notes);
 	json_decref(r->dirty);
