@@ -40,10 +40,6 @@ struct rop {
 	int nwaiters;
 	struct waiter waiters[MAX_WAITERS];
 	struct rop *next, *prev; /* ops->rops, newest first */
-	/* The answer of the request in flight, kept for the safe point (see on_answer). */
-	kube_done_fn handler;
-	struct kube_result ans; /* body held (a reference), reason copied */
-	struct rop *ans_next;   /* ops->answers, in arrival order */
 };
 
 /* How long the watch gets to show a Job we created before the reconciler asks for it by
@@ -62,7 +58,6 @@ struct list_batch {
 struct recon_ops {
 	struct recon_ctx c;
 	struct rop *rops;           /* every tracked task, newest first (the walks' order) */
-	struct rop *answers, **answers_tail; /* answered, waiting for recon_ops_answers */
 	struct strmap *by_id;       /* task id -> its struct rop in rops */
 	struct list_batch *batches; /* in flight; freed when answered or with ops */
 	int lists_waiting;          /* Pod lists asked for since the last flush */
@@ -137,37 +132,12 @@ static void op_done_common(struct rop *o)
 }
 
 /* Sends one request for o. On a send failure the task backs off. */
-/* A request's answer is kept and handled at the owner's safe point (recon_ops_answers),
- * inside its transaction: the writes of a loop turn's answers, the intents' outcomes they
- * settle and the decisions that follow share one fsync. */
-static void on_answer(void *arg, const struct kube_result *res)
-{
-	struct rop *o = arg;
-	struct recon_ops *ops = o->ops;
-	o->ans.outcome = res->outcome;
-	o->ans.status = res->status;
-	o->ans.body = json_incref(res->body);
-	o->ans.reason = res->reason ? gwb_strdup(res->reason) : NULL;
-	o->ans_next = NULL;
-	*ops->answers_tail = o;
-	ops->answers_tail = &o->ans_next;
-	ops->c.dirty(ops->c.arg, o->id);
-}
-
-static void answer_clear(struct rop *o)
-{
-	json_decref(o->ans.body);
-	gwb_free((char *)o->ans.reason);
-	memset(&o->ans, 0, sizeof o->ans);
-}
-
 static void op_send(struct rop *o, enum op_kind op, const char *method, const char *path,
 		 json_t *body, const char *ctype, kube_done_fn cb)
 {
 	o->op = op;
-	o->handler = cb;
 	o->req = kube_request(o->ops->c.kube, method, path, body, ctype,
-			      o->ops->c.request_timeout_ms, on_answer, o);
+			      o->ops->c.request_timeout_ms, cb, o);
 	if (o->req < 0) {
 		o->op = OP_NONE;
 		backoff(o, clock_now_ms());
@@ -578,27 +548,7 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 	struct recon_ops *ops = gwb_calloc(1, sizeof *ops);
 	ops->c = *ctx;
 	ops->by_id = strmap_new();
-	ops->answers_tail = &ops->answers;
 	return ops;
-}
-
-void recon_ops_answers(struct recon_ops *ops)
-{
-	struct rop *o = ops->answers;
-	ops->answers = NULL;
-	ops->answers_tail = &ops->answers;
-	while (o) {
-		struct rop *next = o->ans_next;
-		/* The handler may send the next request (and so be answered again later): it
-		 * gets a copy, and the rop is free for that answer. */
-		struct kube_result res = o->ans;
-		kube_done_fn handler = o->handler;
-		memset(&o->ans, 0, sizeof o->ans);
-		handler(o, &res);
-		json_decref(res.body);
-		gwb_free((char *)res.reason);
-		o = next;
-	}
 }
 
 void recon_ops_flush(struct recon_ops *ops)
@@ -637,7 +587,6 @@ void recon_ops_free(struct recon_ops *ops)
 	while (ops->rops) {
 		struct rop *o = ops->rops;
 		ops->rops = o->next;
-		answer_clear(o); /* an answer that waited: its handler never runs */
 		gwb_free(o);
 	}
 	strmap_free(ops->by_id);

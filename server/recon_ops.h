@@ -42,14 +42,8 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx);
  * the last flush go out as one list per LIST_BATCH_MAX tasks (a labelSelector "in" set). The
  * owner calls it at the end of each safe point. */
 void recon_ops_flush(struct recon_ops *ops);
-/* Handles the answers that came since the last call, in their order: a request's answer
- * only marks its task dirty when it comes, and is recorded here. The owner calls it at the
- * start of each safe point, inside the safe point's transaction and before it takes the
- * dirty set, so the answers' writes share its fsync and their tasks are decided in the same
- * pass. */
-void recon_ops_answers(struct recon_ops *ops);
 /* Frees everything. Requests in flight must have been cancelled (kube_free) first: no
- * waiter fires, and an answer not yet handled is dropped. Accepts NULL. */
+ * waiter fires. Accepts NULL. */
 void recon_ops_free(struct recon_ops *ops);
 
 /* 1 when no operation of task id is in flight (and starts tracking it). */

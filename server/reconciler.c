@@ -225,18 +225,15 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct reconciler *r = arg;
+	json_t *dirty = r->dirty, *notes = r->notes;
+	r->dirty = json_object();
+	r->notes = json_array();
+	int64_t now = clock_now_ms();
 	/* One transaction for the whole pass (each write a savepoint of it): one fsync per safe
 	 * point, not per event. Requests started meanwhile leave the loop after the COMMIT, as
 	 * answers only come later. Without the batch (another process holds the lock) each
 	 * write tries on its own, as before. */
 	int batch = store_batch_begin(r->c.store) == 0;
-	/* The Kubernetes answers of this turn first: they mark their tasks dirty, and those
-	 * are decided below, in this pass. */
-	recon_ops_answers(r->ops);
-	json_t *dirty = r->dirty, *notes = r->notes;
-	r->dirty = json_object();
-	r->notes = json_array();
-	int64_t now = clock_now_ms();
 	notes_write(r, notes);
 	takes_write(r, now);
 	const char *id;
