@@ -94,7 +94,6 @@ struct kubelet {
 	struct early_exit {
 		pid_t pid;
 		int status;
-		int64_t at_ms;
 	} early[EARLY_EXITS];
 	int nearly;
 	int freeing;             /* inside kubelet_free: reports only record pids */
@@ -168,7 +167,7 @@ static void early_exit_keep(struct kubelet *k, pid_t pid, int st)
 		memmove(&k->early[0], &k->early[1], (EARLY_EXITS - 1) * sizeof k->early[0]);
 		k->nearly--;
 	}
-	k->early[k->nearly++] = (struct early_exit){ pid, st, clock_mono_ms() };
+	k->early[k->nearly++] = (struct early_exit){ pid, st };
 }
 
 /* The exit of pid if it came before its start was reported (and forgets it), else -1. */
