@@ -118,6 +118,8 @@ static void on_list(void *arg, const struct kube_result *res)
 	}
 	inf->relists++;
 	inf->ops->list_begin(inf->arg);
+	/* Items and watch objects are handed over unchanged and never touched afterwards: the
+	 * picture keeps references to them instead of copies. */
 	size_t i;
 	json_t *it;
 	json_array_foreach(json_object_get(res->body, "items"), i, it)

@@ -11,6 +11,7 @@
 #include "lib/err.h"
 #include "lib/kobj.h"
 #include "lib/log.h"
+#include "lib/strmap.h"
 #include "server/jobspec.h"
 #include "server/store_recon.h"
 
@@ -38,7 +39,7 @@ struct rop {
 	int64_t wait_ms;    /* the last wait it drew, for the logs */
 	int nwaiters;
 	struct waiter waiters[MAX_WAITERS];
-	struct rop *next;
+	struct rop *next, *prev; /* ops->rops, newest first */
 };
 
 /* How long the watch gets to show a Job we created before the reconciler asks for it by
@@ -56,41 +57,48 @@ struct list_batch {
 
 struct recon_ops {
 	struct recon_ctx c;
-	struct rop *rops;
+	struct rop *rops;           /* every tracked task, newest first (the walks' order) */
+	struct strmap *by_id;       /* task id -> its struct rop in rops */
 	struct list_batch *batches; /* in flight; freed when answered or with ops */
 	int lists_waiting;          /* Pod lists asked for since the last flush */
 };
 
 /* ---- bookkeeping ---- */
 
+/* The task's bookkeeping, found through the index (a burst tracks thousands of tasks, and
+ * every answer and every decision looks one up); with create, started when there is none. */
 static struct rop *rop_get(struct recon_ops *ops, const char *id, int create)
 {
-	for (struct rop *o = ops->rops; o; o = o->next)
-		if (strcmp(o->id, id) == 0)
-			return o;
-	if (!create)
-		return NULL;
-	struct rop *o = gwb_calloc(1, sizeof *o);
+	struct rop *o = strmap_get(ops->by_id, id);
+	if (o || !create)
+		return o;
+	o = gwb_calloc(1, sizeof *o);
 	snprintf(o->id, sizeof o->id, "%s", id);
 	o->ops = ops;
 	backoff_init(&o->bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS,
 		     (uint64_t)(uintptr_t)o ^ (uint64_t)clock_now_ms());
 	o->next = ops->rops;
+	if (o->next)
+		o->next->prev = o;
 	ops->rops = o;
+	strmap_put(ops->by_id, o->id, o);
 	return o;
 }
 
 static void rop_drop(struct recon_ops *ops, const char *id)
 {
-	for (struct rop **pp = &ops->rops; *pp; pp = &(*pp)->next) {
-		struct rop *o = *pp;
-		if (strcmp(o->id, id) == 0 && o->op == OP_NONE && o->nwaiters == 0) {
-			picture_forget(ops->c.pic, id); /* nothing more is decided for this task */
-			*pp = o->next;
-			gwb_free(o);
-			return;
-		}
-	}
+	struct rop *o = strmap_get(ops->by_id, id);
+	if (!o || o->op != OP_NONE || o->nwaiters != 0)
+		return;
+	picture_forget(ops->c.pic, id); /* nothing more is decided for this task */
+	strmap_del(ops->by_id, o->id);
+	if (o->prev)
+		o->prev->next = o->next;
+	else
+		ops->rops = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	gwb_free(o);
 }
 
 static void waiters_fire(struct rop *o, int rc)
@@ -196,11 +204,15 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 }
 
 /* Records that the task's Job exists (its uid) in SQLite. The picture is left to the watch:
- * an answer may be older than what the watch already showed. */
+ * an answer may be older than what the watch already showed. The record and the outcomes of
+ * the intents it answers share one transaction (each a savepoint of it): one fsync, not one
+ * each. As at the reconciler's safe point, what the waiters send (acknowledgements) leaves
+ * the loop only after this callback, so after the COMMIT. */
 static void adopt(struct rop *o, const json_t *job)
 {
 	struct recon_ops *ops = o->ops;
 	const char *uid = kobj_uid(job);
+	int batch = store_batch_begin(ops->c.store) == 0;
 	struct task *t = gwb_malloc(sizeof *t);
 	if (uid && store_task_load(ops->c.store, o->id, t) == 0 && strcmp(t->job_uid, uid) != 0) {
 		TASK_SET_TEXT(t, job_uid, uid);
@@ -218,6 +230,9 @@ static void adopt(struct rop *o, const json_t *job)
 	o->adopted_ms = clock_now_ms();
 	op_done_common(o);
 	waiters_fire(o, 0);
+	if (batch && store_batch_commit(ops->c.store))
+		log_warn("recon", "adopt_not_recorded", "task=%s db=%s", o->id,
+			 log_q(store_errmsg(ops->c.store)));
 }
 
 /* ---- create ---- */
@@ -451,6 +466,12 @@ static void on_list_batch(void *arg, const struct kube_result *res)
 	batch_unlink(ops, b);
 	json_t *items = json_object_get(res->body, "items");
 	int ok = res->outcome == KUBE_OK && json_is_array(items);
+	/* The list's releases in one transaction (each a savepoint of it): one fsync per list,
+	 * not one per task. Without a batch (another process holds the lock) each write stands
+	 * alone, as before. Answers only mark tasks dirty, so nothing is told before the
+	 * COMMIT; when it fails, nothing of the list is stored and the tasks, decided again from
+	 * SQLite, ask for another list. */
+	int batch = ok && store_batch_begin(ops->c.store) == 0;
 	for (int i = 0; i < b->n; i++) {
 		struct rop *o = rop_get(ops, b->ids[i], 0);
 		if (!o || o->op != OP_LIST_PODS)
@@ -472,6 +493,9 @@ static void on_list_batch(void *arg, const struct kube_result *res)
 		list_answered(o, list);
 		json_decref(list);
 	}
+	if (batch && store_batch_commit(ops->c.store))
+		log_warn("recon", "list_commit_failed", "tasks=%d db=%s (no release of it stored)",
+			 b->n, log_q(store_errmsg(ops->c.store)));
 	gwb_free(b);
 }
 
@@ -523,6 +547,7 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 {
 	struct recon_ops *ops = gwb_calloc(1, sizeof *ops);
 	ops->c = *ctx;
+	ops->by_id = strmap_new();
 	return ops;
 }
 
@@ -564,6 +589,7 @@ void recon_ops_free(struct recon_ops *ops)
 		ops->rops = o->next;
 		gwb_free(o);
 	}
+	strmap_free(ops->by_id);
 	gwb_free(ops);
 }
 

@@ -34,8 +34,10 @@ struct reconciler {
 	struct recon_ops *ops;
 	json_t *dirty; /* task id -> true */
 	json_t *notes; /* informers' task events waiting for the safe point: [id, type, detail] */
-	/* Queued tasks whose create intent came while the store refused writes: the move to
-	 * creating is retried at their next pass, not after the queued grace (task id -> true). */
+	struct take *takes, **takes_tail; /* create intents of queued tasks, for the safe point */
+	/* Queued tasks whose create intent came but whose move to creating was not stored (the
+	 * store refused the write, or the safe point's commit failed): the move is retried at
+	 * their next pass, not after the queued grace (task id -> true). */
 	json_t *intent_retry;
 	struct event *safe_point;
 	int tick_pass; /* the next safe point is the housekeeping tick's (see store_refusing) */
@@ -43,6 +45,16 @@ struct reconciler {
 	int64_t last_token_ms;
 	int64_t intents_lost_at; /* wall ms: intents published before it will not come (0: none) */
 	char ns[64];
+};
+
+/* A create intent for a queued task: queued -> creating is written at the safe point, inside
+ * its transaction (one fsync for the turn's intents, not one each); the intent waits for its
+ * outcome from then on. */
+struct take {
+	char id[sizeof ((struct task *)0)->id];
+	reconciler_done_fn done;
+	void *arg;
+	struct take *next;
 };
 
 /* ---- the dirty set ---- */
@@ -181,6 +193,45 @@ static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 	return rc;
 }
 
+/* The create intents since the last safe point: queued -> creating (a task that moved on
+ * meanwhile is left as it is), then the intent waits for its outcome. A write the store
+ * refuses (a storage fault) takes the intent all the same and the move is retried at the
+ * task's passes (take_queued), so the task waits neither for the queue's redelivery nor for
+ * the queued grace once writes work again; any other failed write fails the intent, as it
+ * would have on arrival. The ids moved go into taken, for a commit that fails. */
+static void takes_write(struct reconciler *r, int64_t now, json_t *taken)
+{
+	struct take *k = r->takes;
+	r->takes = NULL;
+	r->takes_tail = &r->takes;
+	struct task *t = gwb_malloc(sizeof *t);
+	while (k) {
+		struct take *next = k->next;
+		int rc = store_task_load(r->c.store, k->id, t);
+		if (rc == 0 && t->state == TASK_QUEUED) {
+			task_set_state(t, TASK_CREATING);
+			json_t *d = json_pack("{s:s}", "intent", "create");
+			rc = store_task_observe(r->c.store, t, d, now);
+			json_decref(d);
+			if (rc == GWB_EUNAVAIL) {
+				json_object_set_new(r->intent_retry, k->id, json_true());
+				rc = 0;
+			} else if (rc == 0) {
+				json_object_set_new(taken, k->id, json_true());
+			}
+			if (rc == GWB_ECONFLICT)
+				rc = 0;
+		}
+		if (rc)
+			k->done(k->arg, rc);
+		else
+			recon_ops_wait(r->ops, k->id, k->done, k->arg);
+		gwb_free(k);
+		k = next;
+	}
+	gwb_free(t);
+}
+
 static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 {
 	struct task *t = gwb_malloc(sizeof *t);
@@ -230,7 +281,9 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 	 * answers only come later. Without the batch (another process holds the lock) each
 	 * write tries on its own, as before. */
 	int batch = store_batch_begin(r->c.store) == 0;
+	json_t *taken = json_object();
 	notes_write(r, notes);
+	takes_write(r, now, taken);
 	const char *id;
 	json_t *v;
 	json_object_foreach(dirty, id, v)
@@ -242,11 +295,13 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 			 json_object_size(dirty), json_array_size(notes),
 			 log_q(store_errmsg(r->c.store)));
 		json_object_update(r->dirty, dirty);
+		json_object_update(r->intent_retry, taken); /* their moves were not stored */
 		json_array_extend(notes, r->notes);
 		json_decref(r->notes);
 		r->notes = json_incref(notes);
 	}
 	r->tick_pass = 0;
+	json_decref(taken);
 	json_decref(notes);
 	json_decref(dirty);
 	recon_ops_flush(r->ops);
@@ -299,22 +354,15 @@ void reconciler_intent(struct reconciler *r, const char *kind, const char *task_
 	if (rc)
 		goto out;
 	if (t->state == TASK_QUEUED && strcmp(kind, "create") == 0) {
-		task_set_state(t, TASK_CREATING);
-		json_t *d = json_pack("{s:s}", "intent", kind);
-		rc = store_task_observe(r->c.store, t, d, clock_now_ms());
-		json_decref(d);
-		/* The store refuses writes: the intent is taken all the same and the move is
-		 * retried at the task's passes (take_queued), so the task does not wait for the
-		 * queue's redelivery or the queued grace once writes work again. */
-		if (rc == GWB_EUNAVAIL) {
-			json_object_set_new(r->intent_retry, task_id, json_true());
-			rc = 0;
-		}
-		if (rc && rc != GWB_ECONFLICT)
-			goto out;
+		struct take *k = gwb_calloc(1, sizeof *k);
+		snprintf(k->id, sizeof k->id, "%s", t->id);
+		k->done = done;
+		k->arg = arg;
+		*r->takes_tail = k;
+		r->takes_tail = &k->next;
+	} else {
+		recon_ops_wait(r->ops, task_id, done, arg);
 	}
-	rc = 0;
-	recon_ops_wait(r->ops, task_id, done, arg);
 	mark_dirty(r, task_id);
 out:
 	gwb_free(t);
@@ -470,6 +518,7 @@ int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, ch
 	r->dirty = json_object();
 	r->notes = json_array();
 	r->intent_retry = json_object();
+	r->takes_tail = &r->takes;
 	r->safe_point = event_new(ctx->base, -1, 0, on_safe_point, r);
 	int wt = (int)cfg->kube_watch_timeout_seconds, idle = (int)cfg->kube_watch_idle_seconds;
 	r->pic = picture_new(r->kube, ctx->base, r->ns, wt, idle, &picture_ops, r);
@@ -501,6 +550,12 @@ void reconciler_free(struct reconciler *r)
 	recon_sched_free(r->sched);
 	kube_free(r->kube); /* requests in flight end here, without their callbacks */
 	recon_ops_free(r->ops);
+	while (r->takes) {
+		/* Like the operations' waiters: dropped, not fired (the intents are redelivered). */
+		struct take *k = r->takes;
+		r->takes = k->next;
+		gwb_free(k);
+	}
 	notes_write(r, r->notes); /* the informers' last events, each in its own transaction */
 	json_decref(r->notes);
 	json_decref(r->dirty);

@@ -169,6 +169,25 @@ static void report(const json_t *s, long tasks, double bound)
 			       json_string_value(json_object_get(c, "detail")));
 }
 
+/* The server's Kubernetes requests by verb, so a drain that falls behind shows whether the
+ * client's rate (kube.qps) or the cluster bound it. */
+static void kube_requests(const char *base, double secs)
+{
+	static const char *const verbs[] = { "get", "list", "watch", "create", "patch", "delete" };
+	double total = 0;
+	printf("  server: Kubernetes requests");
+	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+		char match[32];
+		snprintf(match, sizeof match, "verb=\"%s\"", verbs[i]);
+		double n = h_metric(base, "gwb_kube_requests_total", match);
+		if (n > 0)
+			printf(" %s %.0f", verbs[i], n);
+		total += n > 0 ? n : 0;
+	}
+	printf("; %.0f in all, %.1f/s from the first submission to the drain's end\n", total,
+	       secs > 0 ? total / secs : 0);
+}
+
 /* GWB_BENCH_LOAD_KILLS=N: kill -9 gwb-server N times, at random moments of the burst and its
  * drain, each time starting it again on the same port (gwb-load's requests meanwhile fail and
  * are counted as errors; every task it had accepted must still end). It runs while gwb-load
@@ -293,6 +312,7 @@ int main(void)
 		       WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
 	} else {
 		report(sum, tasks, bound);
+		kube_requests(srv.proc.url, jd(sum, "drain", "since_send_start_seconds"));
 		printf("gwb-load: %s (exit %d)\n",
 		       json_is_true(json_object_get(sum, "passed")) ? "every check passed"
 		                                                    : "some checks failed",

@@ -275,7 +275,7 @@ TEST_T(flow_burst_of_300_against_an_inflight_limit_of_8, 240)
 	struct h_stack st;
 	stack_start(&st, 1, NULL);
 	WAIT_FOR(metric(&st, "gwb_kube_picture_fresh", NULL) == 1, 10000, "picture not fresh");
-	fault(&st, "{\"slow_ms\": 50}");
+	fault(&st, "{\"slow_ms\": 300}");
 	enum { N = 300 };
 	char id[32];
 	for (int i = 0; i < N; i++)

@@ -179,3 +179,50 @@ TEST_T(kubelet_log_follow, 30)
 	CHECKF(took < 4500, "the stream did not end with the container (%lld ms)", (long long)took);
 	gwb_free(got);
 }
+
+/* Starts run off the loop: a worker that exits at once often ends (and is reaped) before its
+ * start is reported, and a pod may be deleted while its container is still starting. Every
+ * pod still ends with its own exit code, and every deleted one goes. */
+TEST_T(kubelet_fast_exits_and_deletes_while_starting, 60)
+{
+	/* /bin/false: exit code 1 right after the exec. */
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	snprintf(k.worker, sizeof k.worker, "/bin/false");
+	h_kubesim_start(&k);
+	char name[32], path[128];
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof name, "fast-%d", i);
+		char *pod = h_kubesim_gpu_pod(name, 16, 1, NULL);
+		json_decref(h_kube_create(&k, PODS, pod));
+		gwb_free(pod);
+	}
+	for (int i = 0; i < 40; i++) {
+		snprintf(path, sizeof path, PODS "/fast-%d", i);
+		json_t *p = h_kube_wait(&k, path, h_pred_phase, "Failed", 10000, path);
+		CHECK_INT(json_integer_value(json_object_get(terminated(p), "exitCode")), 1);
+		CHECK_STR(json_string_value(json_object_get(terminated(p), "reason")), "Error");
+		json_decref(p);
+	}
+
+	/* Deleted as soon as created: the stop waits for the pid, then SIGTERM. */
+	struct h_kubesim k2;
+	h_kubesim_init(&k2);
+	snprintf(k2.ctl, sizeof k2.ctl, "%s", h_path("ks2.sock"));
+	snprintf(k2.state, sizeof k2.state, "%s", h_path("state2"));
+	snprintf(k2.kubeconfig, sizeof k2.kubeconfig, "%s", h_path("kubeconfig2"));
+	h_kubesim_start(&k2);
+	const char *slow[] = { "SLEEP=30", NULL };
+	for (int i = 0; i < 30; i++) {
+		snprintf(name, sizeof name, "gone-%d", i);
+		char *pod = h_kubesim_gpu_pod(name, 16, 1, slow);
+		json_decref(h_kube_create(&k2, PODS, pod));
+		gwb_free(pod);
+		snprintf(path, sizeof path, PODS "/%s?gracePeriodSeconds=1", name);
+		h_kube(&k2, "DELETE", path, NULL, NULL, NULL);
+	}
+	for (int i = 0; i < 30; i++) {
+		snprintf(path, sizeof path, PODS "/gone-%d", i);
+		json_decref(h_kube_wait(&k2, path, h_pred_gone, NULL, 10000, path));
+	}
+}

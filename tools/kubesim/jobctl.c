@@ -805,8 +805,10 @@ void jobctl_sync(struct jobctl *jc)
 	if (timed) {
 		const char *key;
 		json_t *v;
+		/* false: due by the clock only, nothing of the Job or its pods changed. */
 		json_object_foreach(jc->timed, key, v)
-			json_object_set_new(jc->dirty, key, json_null());
+			if (!json_object_get(jc->dirty, key))
+				json_object_set_new(jc->dirty, key, json_false());
 		jc->last_timed_ms = clock_mono_ms();
 	}
 	/* Take the dirty set: this pass's own writes mark Jobs for the next pass. */
@@ -814,6 +816,7 @@ void jobctl_sync(struct jobctl *jc)
 	jc->dirty = json_object();
 	size_t n = json_object_size(dirty);
 	struct podkey *keys = gwb_calloc(n ? n : 1, sizeof *keys);
+	char *clock_only = gwb_calloc(n ? n : 1, 1);
 	const char **names = gwb_calloc(n ? n : 1, sizeof *names);
 	size_t k = 0;
 	const char *key;
@@ -822,6 +825,7 @@ void jobctl_sync(struct jobctl *jc)
 		names[k++] = key;
 	qsort(names, k, sizeof *names, cmp_key);
 	for (size_t i = 0; i < k; i++) {
+		clock_only[i] = json_is_false(json_object_get(dirty, names[i]));
 		const char *slash = strchr(names[i], '/');
 		snprintf(keys[i].ns, 256, "%.*s", slash ? (int)(slash - names[i]) : 0, names[i]);
 		snprintf(keys[i].name, 256, "%s", slash ? slash + 1 : names[i]);
@@ -836,12 +840,21 @@ void jobctl_sync(struct jobctl *jc)
 			gc_deleting_job(jc, job);
 			continue;
 		}
+		/* A finished Job's only work that comes due by the clock is its TTL; a change of
+		 * the Job or of a pod of it marks it for a full sync. Syncing every finished Job
+		 * each second was most of a pass once thousands had finished. */
+		if (clock_only[i] &&
+		    (obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed"))) {
+			ttl_check(ks, job);
+			continue;
+		}
 		sync_job(jc, job);
 		job = store_get(ks->store, RES_JOBS, keys[i].ns, keys[i].name);
 		if (job)
 			ttl_check(ks, job);
 	}
 	gwb_free(keys);
+	gwb_free(clock_only);
 	gc_pods(jc);
 	gc_namespaces(ks);
 	if (timed)

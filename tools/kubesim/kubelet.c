@@ -1,9 +1,15 @@
 /* Kubelet: containers are child processes in their own sessions (kill() goes to the process
- * group), started with fork/exec from the loop (exec failures come back through a CLOEXEC
- * pipe), reaped from a SIGCHLD event. Pod state is reconciled level-triggered from the store:
+ * group), started with posix_spawn by the spawner's thread (exec failures come back as its
+ * return value; the loop hears of each start from a pipe event), reaped from a SIGCHLD event.
+ * Pod state is reconciled level-triggered from the store:
  *
- *   container:  RUNNING --exit--> EXITED
+ *   container:  STARTING --started--> RUNNING --exit--> EXITED
+ *               STARTING --exec failed--> EXITED (StartError)
  *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
+ *
+ * A stop asked of a STARTING container waits for its pid. A pod is not written while one of
+ * its containers is STARTING; the start's report marks it for the next pass. A child can end
+ * before its start is reported: its exit waits in a short list until the pid is known.
  *
  * A container of a pod that vanished from the store is stopped the same way with a 2 s grace.
  * A pass visits the pods that changed (the store's fan-out), those with a container
@@ -22,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +40,7 @@
 #include "tools/kubesim/events.h"
 #include "tools/kubesim/faults.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/spawner.h"
 #include "tools/kubesim/store.h"
 
 /* Grace for containers whose pod disappeared (force deletion). */
@@ -46,8 +52,11 @@
 #define HAMI_LIBRARY "/usr/local/vgpu/libvgpu.so"
 #define MAX_ENV 256
 #define MAX_ARGS 64
+/* Exits of children whose start is not reported yet (one per start in flight at most, in
+ * practice a handful); older entries are dropped first. */
+#define EARLY_EXITS 64
 
-enum cstate { C_RUNNING, C_TERMINATING, C_EXITED };
+enum cstate { C_STARTING, C_RUNNING, C_TERMINATING, C_EXITED };
 
 struct proc {
 	char uid[40];
@@ -62,6 +71,9 @@ struct proc {
 	int sigkilled;
 	int restarts;
 	int reported;        /* terminal state written to the pod */
+	int first_start;     /* STARTING: the first start (its report records the event) */
+	int stop_pending;    /* STARTING: a stop was asked; kill_at_ms holds its deadline */
+	int just_started;    /* a start was reported: the next pass writes the pod's status */
 	struct proc *next;
 	struct proc *uid_next; /* the other containers of the same pod */
 };
@@ -77,6 +89,14 @@ struct kubelet {
 	int gone;             /* a pod was deleted since the last orphan check */
 	int sub;
 	int64_t last_full_ms;
+	struct spawner *spawner; /* NULL: containers start on the loop (no thread to be had) */
+	int starting;            /* starts handed to the spawner and not reported yet */
+	struct early_exit {
+		pid_t pid;
+		int status;
+	} early[EARLY_EXITS];
+	int nearly;
+	int freeing;             /* inside kubelet_free: reports only record pids */
 };
 
 static void mark_key(struct kubelet *k, const char *ns, const char *name)
@@ -102,6 +122,7 @@ static void on_change(const struct store_event *ev, void *arg)
 static const char *cstate_name(enum cstate s)
 {
 	switch (s) {
+	case C_STARTING: return "starting";
 	case C_RUNNING: return "running";
 	case C_TERMINATING: return "terminating";
 	case C_EXITED: return "exited";
@@ -124,6 +145,45 @@ static struct proc *find_proc(struct kubelet *k, const char *uid, const char *co
 	return NULL;
 }
 
+static void proc_exited(struct kubelet *k, struct proc *p, int st)
+{
+	p->state = C_EXITED;
+	p->status = st;
+	p->finished_ms = clock_now_ms();
+	mark_key(k, p->ns, p->pod);
+	/* When a container's main process ends, the runtime kills what it left. */
+	kill(-p->pid, SIGKILL);
+	log_info("kubelet", "container_exited", "pod=%s/%s container=%s pid=%d status=%d", p->ns,
+		 p->pod, p->container, (int)p->pid,
+		 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* A child no container claims: while starts are in flight it may be one of theirs. */
+static void early_exit_keep(struct kubelet *k, pid_t pid, int st)
+{
+	if (!k->starting)
+		return;
+	if (k->nearly == EARLY_EXITS) {
+		memmove(&k->early[0], &k->early[1], (EARLY_EXITS - 1) * sizeof k->early[0]);
+		k->nearly--;
+	}
+	k->early[k->nearly++] = (struct early_exit){ pid, st };
+}
+
+/* The exit of pid if it came before its start was reported (and forgets it), else -1. */
+static int early_exit_take(struct kubelet *k, pid_t pid, int *st)
+{
+	for (int i = 0; i < k->nearly; i++)
+		if (k->early[i].pid == pid) {
+			*st = k->early[i].status;
+			memmove(&k->early[i], &k->early[i + 1],
+				(size_t)(k->nearly - i - 1) * sizeof k->early[0]);
+			k->nearly--;
+			return 0;
+		}
+	return -1;
+}
+
 static void reap(struct kubelet *k)
 {
 	for (;;) {
@@ -131,19 +191,15 @@ static void reap(struct kubelet *k)
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid <= 0)
 			break;
+		int claimed = 0;
 		for (struct proc *p = k->procs; p; p = p->next) {
-			if (p->pid != pid || p->state == C_EXITED)
+			if (p->pid != pid || p->state == C_EXITED || p->state == C_STARTING)
 				continue;
-			p->state = C_EXITED;
-			p->status = st;
-			p->finished_ms = clock_now_ms();
-			mark_key(k, p->ns, p->pod);
-			/* When a container's main process ends, the runtime kills what it left. */
-			kill(-pid, SIGKILL);
-			log_info("kubelet", "container_exited", "pod=%s/%s container=%s pid=%d status=%d",
-				 p->ns, p->pod, p->container, (int)pid,
-				 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+			proc_exited(k, p, st);
+			claimed = 1;
 		}
+		if (!claimed)
+			early_exit_keep(k, pid, st);
 	}
 }
 
@@ -156,6 +212,8 @@ static void sigchld_cb(evutil_socket_t fd, short what, void *arg)
 	ks_kick(k->ks);
 }
 
+static void on_started(void *tag, pid_t pid, int err, int64_t started_ms, void *arg);
+
 struct kubelet *kubelet_new(struct ks *ks)
 {
 	struct kubelet *k = gwb_calloc(1, sizeof *k);
@@ -165,6 +223,9 @@ struct kubelet *kubelet_new(struct ks *ks)
 	k->dirty = json_object();
 	k->uids = json_object();
 	k->sub = store_subscribe(ks->store, on_change, k);
+	k->spawner = spawner_new(ks->base, on_started, k);
+	if (!k->spawner)
+		log_warn("kubelet", "spawner_unavailable", "containers start on the loop");
 	return k;
 }
 
@@ -172,6 +233,8 @@ void kubelet_free(struct kubelet *k)
 {
 	if (!k)
 		return;
+	k->freeing = 1;
+	spawner_free(k->spawner); /* reports the starts it ran, so their pids are known */
 	for (struct proc *p = k->procs; p; p = p->next)
 		if (p->state != C_EXITED && p->pid > 0)
 			kill(-p->pid, SIGKILL);
@@ -238,8 +301,12 @@ static void remove_pod_dir(struct kubelet *k, const char *uid)
 	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* mkdir -p. The folder usually exists already (every pass over a running pod), or only its
+ * last component is missing: one mkdir answers those, before the walk from the root. */
 static int mkdirs(const char *path)
 {
+	if (mkdir(path, 0755) == 0 || errno == EEXIST)
+		return 0;
 	char tmp[PATH_MAX];
 	snprintf(tmp, sizeof tmp, "%s", path);
 	for (char *p = tmp + 1; *p; p++) {
@@ -546,82 +613,79 @@ static void build_env(struct kubelet *k, const json_t *pod, const json_t *ctr, s
 
 /* ---- processes ---- */
 
-static void close_from(int lowfd)
+static void stop_proc(struct kubelet *k, struct proc *p, int64_t deadline_ms, const json_t *pod);
+
+/* The pod of p as the store has it now, when it is still the same pod (same uid). */
+static json_t *pod_of(struct kubelet *k, const struct proc *p)
 {
-#ifdef SYS_close_range
-	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+	json_t *pod = store_get(k->ks->store, RES_PODS, p->ns, p->pod);
+	return pod && !strcmp(obj_uid(pod), p->uid) ? pod : NULL;
+}
+
+/* A start ended (on the loop, or from spawner_free): p leaves STARTING. */
+static void start_done(struct kubelet *k, struct proc *p, pid_t pid, int err, int64_t when,
+		       const char *worker)
+{
+	p->pid = pid;
+	p->started_ms = when;
+	if (k->freeing) {
+		p->state = pid > 0 ? C_RUNNING : C_EXITED;
 		return;
-#endif
-	long max = sysconf(_SC_OPEN_MAX);
-	for (int fd = lowfd; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
-		close(fd);
-}
-
-/* Starts one container. Returns the pid, or -1 with *err the exec errno. */
-static pid_t spawn(const char *dir, const char *log, char *const *argv, char *const *envp,
-		   int *err)
-{
-	int pfd[2];
-	*err = 0;
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		*err = errno;
-		return -1;
 	}
-	pid_t pid = fork();
 	if (pid < 0) {
-		*err = errno;
-		close(pfd[0]);
-		close(pfd[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		/* Child: only async-signal-safe calls from here. */
-		setsid();
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		for (int s = 1; s < NSIG; s++)
-			if (s != SIGKILL && s != SIGSTOP)
-				signal(s, SIG_DFL);
-		int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (lfd >= 0) {
-			dup2(lfd, 1);
-			dup2(lfd, 2);
+		p->state = C_EXITED;
+		p->start_error = err ? err : EIO;
+		p->finished_ms = p->started_ms;
+		char dir[PATH_MAX], log[PATH_MAX + 80];
+		pod_dir(k, p->uid, dir, sizeof dir);
+		snprintf(log, sizeof log, "%s/%s.log", dir, p->container);
+		FILE *f = fopen(log, "a");
+		if (f) {
+			fprintf(f, "kubesim: exec %s: %s\n", worker, strerror(p->start_error));
+			fclose(f);
 		}
-		if (nul >= 0)
-			dup2(nul, 0);
-		if (pfd[1] != 3) {
-			dup2(pfd[1], 3);
-			fcntl(3, F_SETFD, FD_CLOEXEC);
-		}
-		close_from(4);
-		if (chdir(dir) < 0) {
-			/* keep going: the working directory is a convenience */
-		}
-		execve(argv[0], argv, envp);
-		int e = errno;
-		ssize_t w = write(3, &e, sizeof e);
-		(void)w;
-		_exit(127);
+		log_warn("kubelet", "start_failed", "pod=%s/%s container=%s worker=%s err=%s",
+			 p->ns, p->pod, p->container, log_q(worker), strerror(p->start_error));
+	} else {
+		p->state = C_RUNNING;
+		log_info("kubelet", "container_started", "pod=%s/%s container=%s pid=%d", p->ns,
+			 p->pod, p->container, (int)p->pid);
 	}
-	close(pfd[1]);
-	int e = 0;
-	ssize_t n;
-	do
-		n = read(pfd[0], &e, sizeof e);
-	while (n < 0 && errno == EINTR);
-	close(pfd[0]);
-	if (n == (ssize_t)sizeof e) {
-		*err = e;
-		waitpid(pid, NULL, 0);
-		return -1;
+	p->just_started = 1;
+	mark_key(k, p->ns, p->pod);
+	json_t *pod = pod_of(k, p);
+	if (p->first_start && pod) {
+		char msg[600];
+		snprintf(msg, sizeof msg, "Started container %s", p->container);
+		events_record(k->ks, pod, p->start_error ? "Warning" : "Normal",
+			      p->start_error ? "Failed" : "Started",
+			      p->start_error ? "Error: failed to start container" : msg, "kubelet");
 	}
-	return pid;
+	p->first_start = 0;
+	int st;
+	if (pid > 0 && early_exit_take(k, pid, &st) == 0)
+		proc_exited(k, p, st);
+	if (p->stop_pending) {
+		p->stop_pending = 0;
+		stop_proc(k, p, p->kill_at_ms, pod);
+	}
 }
 
+static void on_started(void *tag, pid_t pid, int err, int64_t started_ms, void *arg)
+{
+	struct kubelet *k = arg;
+	k->starting--;
+	start_done(k, tag, pid, err, started_ms, k->ks->cfg.worker);
+	if (!k->starting)
+		k->nearly = 0; /* every start is reported: no kept exit can be one of theirs */
+	if (!k->freeing)
+		ks_kick(k->ks);
+}
+
+/* Starts one container: on the spawner's thread when there is one (p is STARTING until its
+ * report), else here. first: the pod's first start of it (the report records an Event). */
 static void start_container(struct kubelet *k, const json_t *pod, const json_t *ctr,
-			    struct proc *p)
+			    struct proc *p, int first)
 {
 	char dir[PATH_MAX], log[PATH_MAX + 80];
 	pod_dir(k, obj_uid(pod), dir, sizeof dir);
@@ -641,24 +705,17 @@ static void start_container(struct kubelet *k, const json_t *pod, const json_t *
 			argv[argc++] = (char *)json_string_value(a);
 	}
 	argv[argc] = NULL;
-	int err;
-	p->pid = spawn(dir, log, argv, env.v, &err);
-	p->started_ms = clock_now_ms();
-	if (p->pid < 0) {
-		p->state = C_EXITED;
-		p->start_error = err ? err : EIO;
-		p->finished_ms = p->started_ms;
-		FILE *f = fopen(log, "a");
-		if (f) {
-			fprintf(f, "kubesim: exec %s: %s\n", argv[0], strerror(p->start_error));
-			fclose(f);
-		}
-		log_warn("kubelet", "start_failed", "pod=%s/%s container=%s worker=%s err=%s",
-			 p->ns, p->pod, p->container, log_q(argv[0]), strerror(p->start_error));
+	p->state = C_STARTING;
+	p->pid = 0;
+	p->first_start = first;
+	p->stop_pending = 0;
+	if (k->spawner) {
+		k->starting++;
+		spawner_submit(k->spawner, p, dir, log, argv, env.v);
 	} else {
-		p->state = C_RUNNING;
-		log_info("kubelet", "container_started", "pod=%s/%s container=%s pid=%d", p->ns,
-			 p->pod, p->container, (int)p->pid);
+		int err;
+		pid_t pid = spawner_run(dir, log, argv, env.v, &err);
+		start_done(k, p, pid, err, clock_now_ms(), argv[0]);
 	}
 	env_free(&env);
 }
@@ -786,6 +843,13 @@ static void final_delete(struct kubelet *k, const json_t *pod)
 
 static void stop_proc(struct kubelet *k, struct proc *p, int64_t deadline_ms, const json_t *pod)
 {
+	if (p->state == C_STARTING) {
+		/* No pid yet: the start's report carries the stop out. */
+		if (!p->stop_pending || deadline_ms < p->kill_at_ms)
+			p->kill_at_ms = deadline_ms;
+		p->stop_pending = 1;
+		return;
+	}
 	if (p->state == C_RUNNING) {
 		p->state = C_TERMINATING;
 		p->kill_at_ms = deadline_ms;
@@ -837,14 +901,8 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 		struct proc *p = find_proc(k, obj_uid(pod), name);
 		if (!p) {
 			p = new_proc(k, pod, name);
-			start_container(k, pod, ctr, p);
+			start_container(k, pod, ctr, p, 1);
 			started = 1;
-			char msg[600];
-			snprintf(msg, sizeof msg, "Started container %s", name);
-			events_record(k->ks, pod, p->start_error ? "Warning" : "Normal",
-				      p->start_error ? "Failed" : "Started",
-				      p->start_error ? "Error: failed to start container" : msg,
-				      "kubelet");
 			continue;
 		}
 		int restart = policy && p->state == C_EXITED &&
@@ -859,13 +917,25 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 				p->status = 0;
 				p->start_error = 0;
 				p->sigkilled = 0;
-				start_container(k, pod, ctr, p);
+				start_container(k, pod, ctr, p, 0);
 				started = 1;
 			}
 		}
 	}
 	if (started || !obj_pod_terminal(pod))
 		write_downward(k, pod);
+	/* A start in flight: its report marks the pod, and that pass writes the status (as
+	 * right after a start). */
+	int starting = 0;
+	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
+		starting |= p->state == C_STARTING;
+		if (p->state != C_STARTING && p->just_started) {
+			p->just_started = 0;
+			started = 1;
+		}
+	}
+	if (starting)
+		return;
 	int restarting = policy && strcmp(policy, "Never") != 0;
 	if (!restarting || started) {
 		write_status(k, pod);
