@@ -51,6 +51,27 @@ static json_t *pending_json(const struct task *t)
 	return o;
 }
 
+/* A sentence for the reasons that need one: what the task waits for, or why it ended so. */
+static json_t *reason_detail(const struct task *t)
+{
+	char buf[512], at[40];
+	if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) ||
+	    (!strcmp(t->reason, TASK_REASON_CLUSTER_REPLACED) && t->has_pod_deadline_at)) {
+		clock_fmt_rfc3339(t->has_pod_deadline_at ? t->pod_deadline_at : 0, at, sizeof at);
+		int waiting = !strcmp(t->reason, TASK_REASON_CLUSTER_WAIT);
+		snprintf(buf, sizeof buf,
+			 "The Kubernetes cluster was replaced (the uid of its kube-system namespace "
+			 "changed) and this task's Job vanished with the old one. Its Pod may %s on a "
+			 "node of the old cluster until its activeDeadlineSeconds stops it, at %s at "
+			 "the latest, so the task %s its quota until then%s.",
+			 waiting ? "still run" : "have run", at, waiting ? "keeps" : "kept",
+			 waiting ? "; it then ends failed (cluster_replaced), not run again"
+				 : "; how it ended is not known");
+		return json_string(buf);
+	}
+	return json_null();
+}
+
 json_t *api_task_view(const struct task *t)
 {
 	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "gpu_memory_mib",
@@ -64,8 +85,9 @@ json_t *api_task_view(const struct task *t)
 				 (json_int_t)t->reserved_core_percent, "released", t->released,
 				 "released_at", time_of(t->has_released_at, t->released_at),
 				 "release_reason", text(t->release_reason));
-	json_t *job = json_pack("{s:o, s:o, s:b}", "name", text(t->job_name), "uid",
-				text(t->job_uid), "suspended", t->job_suspended);
+	json_t *job = json_pack("{s:o, s:o, s:b, s:o}", "name", text(t->job_name), "uid",
+				text(t->job_uid), "suspended", t->job_suspended, "cluster_uid",
+				text(t->cluster_uid));
 	/* The reason column says why the task is where it is; under "pod" it shows only once a
 	 * Pod was seen (its container's reason, or the verdict drawn from its exit code). */
 	int has_pod = t->pod_name[0] != '\0';
@@ -73,21 +95,23 @@ json_t *api_task_view(const struct task *t)
 	 * Terminating, and so does terminating here. */
 	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
 			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
-	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "name",
+	json_t *pod = json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "name",
 				text(t->pod_name), "uid", text(t->pod_uid), "node",
 				text(t->pod_node), "phase", text(t->pod_phase), "terminating",
 				terminating, "deletion_timestamp", text(t->pod_deleted_at),
 				"exit_code",
 				t->has_exit_code ? json_integer(t->exit_code) : json_null(),
-				"reason", has_pod ? text(t->reason) : json_null());
+				"reason", has_pod ? text(t->reason) : json_null(), "deadline_at",
+				time_of(t->has_pod_deadline_at, t->pod_deadline_at));
 	/* No collector is configured: usage is a measurement, and nothing measures it. */
 	json_t *usage = json_pack("{s:s, s:s}", "status", "unknown", "reason",
 				  "no usage collector is configured; quota and allocation are "
 				  "budgets, not measurements");
 	return json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
-			 "s:o}",
+			 "s:o, s:o}",
 			 "id", text(t->id), "team", text(t->team), "name", text(t->name), "state",
-			 task_state_name(t->state), "reason", text(t->reason), "request", req,
+			 task_state_name(t->state), "reason", text(t->reason), "reason_detail",
+			 reason_detail(t), "request", req,
 			 "idempotency_key", text(t->idempotency_key), "reservation", resv, "job",
 			 job, "pod", pod, "allocation", allocation_json(t->allocation), "pending",
 			 pending_json(t), "usage", usage, "created_at", time_of(1, t->created_at),
