@@ -270,17 +270,20 @@ static void long_tasks(struct h_faults *f, long seconds, char ids[NLONG][40])
 	}
 }
 
+/* The string at path of t, or "null". */
+static const char *sv(json_t *t, const char *path)
+{
+	const char *s = json_string_value(at(t, path));
+	return s ? s : "null";
+}
+
 /* Logs what a task shows: state, reason, the sentence, its Pod's deadline, the release. */
 static void show(const struct h_faults *f, const char *when, json_t *t)
 {
 	t_log("%s: task %s %s: state %s, reason %s, pod.deadline_at %s, released %s (%s): %s",
-	      f->name, json_string_value(json_object_get(t, "id")), when,
-	      json_string_value(json_object_get(t, "state")),
-	      json_string_value(json_object_get(t, "reason")),
-	      json_string_value(at(t, "pod.deadline_at")),
+	      f->name, sv(t, "id"), when, sv(t, "state"), sv(t, "reason"), sv(t, "pod.deadline_at"),
 	      json_is_true(at(t, "reservation.released")) ? "yes" : "no",
-	      json_string_value(at(t, "reservation.release_reason")),
-	      json_string_value(json_object_get(t, "reason_detail")));
+	      sv(t, "reservation.release_reason"), sv(t, "reason_detail"));
 }
 
 /* After the cluster was replaced: each long task waits, unreleased, while its Pod's process
