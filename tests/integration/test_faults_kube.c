@@ -154,7 +154,19 @@ TEST_T(faults_kube_watch_410_storms, 900)
 		char body[96];
 		snprintf(body, sizeof body, "{\"watch_gone\":{\"count\":%ld}}", h_faults_n(30, 100));
 		fault_put(&f, body);
-		h_sleep_ms(1500);
+		/* The storm lasts until every answer of it was given (the server's four informers
+		 * resume every 2 s, and list again after each 410). */
+		int64_t until = clock_mono_ms() + 60000;
+		long left = 1;
+		while (left > 0 && clock_mono_ms() < until) {
+			h_sleep_ms(200);
+			json_t *st = NULL;
+			h_kubesim_ctl(&f.st.ks, "GET", "/_kubesim/faults", NULL, &st);
+			left = (long)json_integer_value(at(st, "watch_gone.count"));
+			json_decref(st);
+		}
+		t_log("storm %ld: %ld answers of 410 left, informer lists %ld", i, left,
+		      informer_lists(&f));
 	}
 	fault_put(&f, "{\"watch_gone\":{\"count\":0}}");
 	h_faults_cleared(&f);
@@ -163,6 +175,20 @@ TEST_T(faults_kube_watch_410_storms, 900)
 	/* Each 410 makes its informer list again (and only a list makes it fresh). */
 	CHECKF(lists > lists0 + storms, "the informers did not relist on 410 (%ld, %ld)", lists0,
 	       lists);
+	/* One watch per informer (jobs, pods, devices, events) once the storms are over: an
+	 * informer that lists again after a 410 must not keep the watch it left. */
+	int64_t until = clock_mono_ms() + 15000;
+	long watches = 0;
+	for (;;) {
+		json_t *st = NULL;
+		h_kubesim_ctl(&f.st.ks, "GET", "/_kubesim/state", NULL, &st);
+		watches = (long)json_integer_value(json_object_get(st, "watches"));
+		json_decref(st);
+		if (watches <= 4 || clock_mono_ms() > until)
+			break;
+		h_sleep_ms(200);
+	}
+	CHECKF(watches <= 4, "%ld watches open after the storms, for 4 informers", watches);
 	h_faults_verify(&f, h_faults_n(180, 600));
 }
 
