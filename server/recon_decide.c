@@ -162,8 +162,9 @@ void decide_reason_now(struct task *t, const struct recon_view *v)
 	if (t->state != TASK_UNKNOWN && (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
 					 strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0))
 		TASK_SET_TEXT(t, reason, "");
-	/* Waiting for a replaced cluster's Pod describes that wait only. */
-	if (strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0 && !decide_cluster_replaced(t, v))
+	/* Waiting for a replaced cluster's Pod ends only when its Job is seen after all (a
+	 * picture that does not show the gone Job yet, after a restart, changes nothing). */
+	if (strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0 && v->job)
 		TASK_SET_TEXT(t, reason, "");
 	/* A Pod being deleted still holds its card, and so the task its quota. */
 	if (!t->released && v->newest && pod_terminating(v->newest))
