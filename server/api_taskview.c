@@ -58,15 +58,23 @@ static json_t *reason_detail(const struct task *t)
 	if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) ||
 	    (!strcmp(t->reason, TASK_REASON_CLUSTER_REPLACED) && t->has_pod_deadline_at)) {
 		clock_fmt_rfc3339(t->has_pod_deadline_at ? t->pod_deadline_at : 0, at, sizeof at);
-		int waiting = !strcmp(t->reason, TASK_REASON_CLUSTER_WAIT);
-		snprintf(buf, sizeof buf,
-			 "The Kubernetes cluster was replaced (the uid of its kube-system namespace "
-			 "changed) and this task's Job vanished with the old one. Its Pod may %s on a "
-			 "node of the old cluster until its activeDeadlineSeconds stops it, at %s at "
-			 "the latest, so the task %s its quota until then%s.",
-			 waiting ? "still run" : "have run", at, waiting ? "keeps" : "kept",
-			 waiting ? "; it then ends failed (cluster_replaced), not run again"
-				 : "; how it ended is not known");
+		if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT))
+			snprintf(buf, sizeof buf,
+				 "The Kubernetes cluster was replaced (the uid of its kube-system "
+				 "namespace changed) and this task's Job vanished with the old one. Its "
+				 "Pod may still run on a node of the old cluster until its "
+				 "activeDeadlineSeconds stops it, at %s at the latest, so the task keeps "
+				 "its quota until then; it then ends failed (cluster_replaced), and is "
+				 "not run again.",
+				 at);
+		else
+			snprintf(buf, sizeof buf,
+				 "The Kubernetes cluster was replaced (the uid of its kube-system "
+				 "namespace changed) and this task's Job vanished with the old one. Its "
+				 "Pod could have run on a node of the old cluster until %s, when its "
+				 "activeDeadlineSeconds stopped it at the latest; the task kept its "
+				 "quota until then. How the Pod ended is not known.",
+				 at);
 		return json_string(buf);
 	}
 	return json_null();
