@@ -208,7 +208,7 @@ TEST(decide_no_release_cases_hinge_on_their_fact)
  * deadline has passed; with the same cluster the same facts are a plain deletion. */
 TEST(decide_cluster_replaced_hinges_on_the_deadline)
 {
-	json_t *c = load("33_no_release_cluster_replaced_before_pod_deadline.json");
+	json_t *c = load("35_no_release_cluster_replaced_before_pod_deadline.json");
 	struct task *t = gwb_malloc(sizeof *t);
 	json_t *listed = json_object_get(c, "listed");
 	for (int k = 0; k < 3; k++) {
