@@ -53,6 +53,7 @@ struct identity {
 	int checked;
 	char uid[64];         /* "" when the namespace cannot be read (no permission, say) */
 	int replacements;     /* uid changes seen */
+	int unreadable_said;  /* the warning that it cannot be read was logged */
 	char previous[64];    /* the uid before the last change */
 };
 
@@ -265,12 +266,16 @@ static void on_identity(void *arg, const struct kube_result *res)
 				       "Pods' deadline"));
 		}
 		snprintf(p->id.uid, sizeof p->id.uid, "%s", uid);
+		p->id.unreadable_said = 0;
 	} else if (res->outcome == KUBE_REJECTED) {
 		/* Not allowed to read it (or no such namespace): no replacement can be
 		 * recognised, and a vanished Job counts as deleted, as it did before. */
-		if (p->id.uid[0] || !p->id.checked)
-			log_warn("recon", "cluster_identity_unreadable", "status=%ld path=%s",
-				 res->status, IDENTITY_PATH);
+		if (!p->id.unreadable_said)
+			log_warn("recon", "cluster_identity_unreadable",
+				 "status=%ld path=%s note=%s", res->status, IDENTITY_PATH,
+				 log_q("a replaced cluster cannot be recognised: grant get on "
+				       "namespaces/kube-system"));
+		p->id.unreadable_said = 1;
 		p->id.uid[0] = '\0';
 	} else {
 		return identity_retry(p, res->reason ? res->reason : "no answer");

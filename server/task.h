@@ -27,6 +27,8 @@
  *   a Job observed gone.
  * - creating/pending/running -> unknown: an unanswered create, an unreachable API before a
  *   Job is known, or a Job of that name that is not ours. unknown -> pending: adopted.
+ *   pending/running -> unknown -> failed: the Job vanished with a replaced cluster; the task
+ *   waits for its Pod's deadline, then the release ends it.
  * - creating -> failed: the API refused the Job.
  * - every state not final and not cancelling -> cancelling: the durable cancel request.
  * - cancelling -> cancelled: only the release, on proof that every Pod stopped. */
