@@ -95,7 +95,7 @@ static long informer_lists(struct h_faults *f)
 	return n;
 }
 
-/* Waits until gwb-load has sent a part of its requests, so the fault meets work in flight. */
+/* Lets gwb-load send for ms more (less if it finishes), so the fault meets work in flight. */
 static void load_underway(struct h_faults *f, int ms)
 {
 	int64_t until = clock_mono_ms() + ms;
