@@ -71,6 +71,11 @@ static const struct setting settings[] = {
 	{ "kube.job_ttl_seconds", "GWB_KUBE_JOB_TTL_SECONDS", INT(kube_job_ttl_seconds), "3600", 0,
 	  30LL * 86400, NULL, NULL,
 	  "finished task Jobs are deleted this long after they end (0: kept)" },
+	{ "kube.pod_deadline_margin_seconds", "GWB_KUBE_POD_DEADLINE_MARGIN_SECONDS",
+	  INT(kube_pod_deadline_margin_seconds), "300", 1, 7LL * 86400, NULL, NULL,
+	  "a task Pod's activeDeadlineSeconds is the task's duration plus this (scheduling, image "
+	  "pull and start-up included); it bounds how long an orphaned Pod can run, which is how "
+	  "long a task whose cluster was replaced keeps its quota" },
 	{ "kube.watch_timeout_seconds", "GWB_KUBE_WATCH_TIMEOUT_SECONDS",
 	  INT(kube_watch_timeout_seconds), "60", 1, 3600, NULL, NULL,
 	  "server-side timeoutSeconds of one watch request" },

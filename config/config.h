@@ -21,6 +21,8 @@ struct gwb_config {
 	char kube_isolation[64];            /* gpu-isolation-provider label value; "" = none */
 	int64_t kube_request_timeout_ms;    /* one API request's time-out */
 	int64_t kube_job_ttl_seconds;       /* ttlSecondsAfterFinished of task Jobs; 0 = keep */
+	int64_t kube_pod_deadline_margin_seconds; /* a task Pod's activeDeadlineSeconds is its
+						   * duration plus this */
 	int64_t kube_watch_timeout_seconds; /* server-side timeoutSeconds of one watch */
 	int64_t kube_watch_idle_seconds;    /* a watch silent this long is broken */
 	int64_t kube_max_inflight;          /* API requests in flight at most (watches apart) */

@@ -51,6 +51,35 @@ static json_t *pending_json(const struct task *t)
 	return o;
 }
 
+/* A sentence for the reasons that need one: what the task waits for, or why it ended so. */
+static json_t *reason_detail(const struct task *t)
+{
+	char buf[512], at[40];
+	if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) ||
+	    (!strcmp(t->reason, TASK_REASON_CLUSTER_REPLACED) && t->has_pod_deadline_at)) {
+		clock_fmt_rfc3339(t->has_pod_deadline_at ? t->pod_deadline_at : 0, at, sizeof at);
+		if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT))
+			snprintf(buf, sizeof buf,
+				 "The Kubernetes cluster was replaced (the uid of its kube-system "
+				 "namespace changed) and this task's Job vanished with the old one. Its "
+				 "Pod may still run on a node of the old cluster until its "
+				 "activeDeadlineSeconds stops it, at %s at the latest, so the task keeps "
+				 "its quota until then; it then ends failed (cluster_replaced), and is "
+				 "not run again.",
+				 at);
+		else
+			snprintf(buf, sizeof buf,
+				 "The Kubernetes cluster was replaced (the uid of its kube-system "
+				 "namespace changed) and this task's Job vanished with the old one. Its "
+				 "Pod could have run on a node of the old cluster until %s, when its "
+				 "activeDeadlineSeconds stopped it at the latest; the task kept its "
+				 "quota until then. How the Pod ended is not known.",
+				 at);
+		return json_string(buf);
+	}
+	return json_null();
+}
+
 /* Sets o[key] to v (stolen). The keys here are literals of plain ASCII: jansson's key check
  * is skipped, not the values' (texts from the store are checked as ever). */
 static void set(json_t *o, const char *key, json_t *v)
@@ -99,6 +128,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(resv, "released", json_boolean(t->released));
 	set(resv, "released_at", time_of(t->has_released_at, t->released_at));
 	json_t *job = json_object();
+	set(job, "cluster_uid", text(t->cluster_uid));
 	set(job, "name", text(t->job_name));
 	set(job, "suspended", json_boolean(t->job_suspended));
 	set(job, "uid", text(t->job_uid));
@@ -110,6 +140,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
 			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
 	json_t *pod = json_object();
+	set(pod, "deadline_at", time_of(t->has_pod_deadline_at, t->pod_deadline_at));
 	set(pod, "deletion_timestamp", text(t->pod_deleted_at));
 	set(pod, "exit_code", t->has_exit_code ? integer(t->exit_code) : json_null());
 	set(pod, "name", text(t->pod_name));
@@ -133,6 +164,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(o, "pending", pending_json(t));
 	set(o, "pod", pod);
 	set(o, "reason", text(t->reason));
+	set(o, "reason_detail", reason_detail(t));
 	set(o, "request", req);
 	set(o, "reservation", resv);
 	set(o, "state", json_string(task_state_name(t->state)));

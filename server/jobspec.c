@@ -8,6 +8,18 @@
 #include "lib/quantity.h"
 #include "server/task.h"
 
+static int64_t deadline_margin_s = JOBSPEC_DEADLINE_MARGIN_DEFAULT_S;
+
+void jobspec_set_deadline_margin(int64_t seconds)
+{
+	deadline_margin_s = seconds > 0 ? seconds : JOBSPEC_DEADLINE_MARGIN_DEFAULT_S;
+}
+
+int64_t jobspec_pod_deadline_s(int64_t duration_seconds)
+{
+	return (duration_seconds > 0 ? duration_seconds : 0) + deadline_margin_s;
+}
+
 static json_t *labels(const struct jobspec_in *in, int pod)
 {
 	json_t *l = json_pack("{s:s, s:s, s:s}", GWB_LABEL_TASK, in->task_id, GWB_LABEL_TEAM,
@@ -63,6 +75,11 @@ json_t *jobspec_build(const struct jobspec_in *in)
 		"path", "annotations", "fieldRef", "fieldPath", "metadata.annotations");
 	if (strcmp(in->qos, "BE") == 0)
 		json_object_set_new(podspec, "priorityClassName", json_string("koord-batch"));
+	/* A bound on the Pod's life that its node enforces alone: if the cluster's control plane
+	 * goes (replaced, its objects lost), the server knows when the Pod has stopped at the
+	 * latest, and holds the task's quota until then (ARCHITECTURE.md). */
+	json_object_set_new(podspec, "activeDeadlineSeconds",
+			    json_integer(jobspec_pod_deadline_s(in->duration_seconds)));
 	/* backoffLimit 0: a task runs once. Exit 42 (the ledger refused an allocation) and exit
 	 * 2 (no budget) fail the Job at once, whatever the retry budget. */
 	json_t *pfp = json_pack("{s:[{s:s, s:{s:s, s:s, s:[i, i]}}]}", "rules", "action", "FailJob",

@@ -24,7 +24,19 @@ struct jobspec_in {
 	int64_t ttl_seconds;      /* ttlSecondsAfterFinished; 0 keeps finished Jobs */
 };
 
-/* Builds the Job object. Returns a new reference. */
+/* The default of kube.pod_deadline_margin_seconds. */
+#define JOBSPEC_DEADLINE_MARGIN_DEFAULT_S 300
+/* Sets the margin every task Pod's activeDeadlineSeconds adds to the task's duration (>= 1;
+ * the kube.pod_deadline_margin_seconds setting). Called once at start-up, before any Job is
+ * built, and read-only afterwards like the rest of the configuration: it is process-wide
+ * because the Job is built where the setting is not at hand (server/recon_ops.c). */
+void jobspec_set_deadline_margin(int64_t seconds);
+/* The activeDeadlineSeconds of a task Pod of duration_seconds: the duration plus the margin.
+ * Past it the kubelet stops the Pod on its own, so it bounds how long a Pod can run even when
+ * its control plane is gone. */
+int64_t jobspec_pod_deadline_s(int64_t duration_seconds);
+/* Builds the Job object (its Pod template with activeDeadlineSeconds from
+ * jobspec_pod_deadline_s). Returns a new reference. */
 json_t *jobspec_build(const struct jobspec_in *in);
 /* 1 when job carries our labels for task_id (gwb.io/managed=true, gwb.io/task=<id>). */
 int jobspec_is_ours(const json_t *job, const char *task_id);

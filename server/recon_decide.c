@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "lib/clock.h"
 #include "lib/devalloc.h"
 #include "lib/kobj.h"
 
@@ -17,6 +18,9 @@ void recon_view_init(struct recon_view *v, const json_t *job, int job_gone)
 	v->pods = json_array();
 	v->newest = NULL;
 	v->all_terminal = 1;
+	v->cluster_uid = NULL;
+	v->now_ms = 0;
+	v->pod_deadline_s = 0;
 }
 
 void recon_view_add_pod(struct recon_view *v, json_t *pod)
@@ -97,6 +101,15 @@ static void observe_pod(struct task *t, const json_t *pod)
 	const json_t *sched = kobj_condition(pod, "PodScheduled");
 	const char *st = kobj_str(sched, "status"), *msg = kobj_str(sched, "message");
 	TASK_SET_TEXT(t, pending_message, st && strcmp(st, "False") == 0 ? msg : "");
+	/* When the Pod must have stopped at the latest, even with nobody left to stop it: the
+	 * kubelet enforces activeDeadlineSeconds from the Pod's start on its own. */
+	json_t *ads = kobj_path(pod, "spec", "activeDeadlineSeconds");
+	const char *started = kobj_pstr(pod, "status", "startTime");
+	int64_t start;
+	if (json_is_integer(ads) && started && clock_parse_rfc3339(started, &start) == 0) {
+		task_set_bool(t, &t->has_pod_deadline_at, 1);
+		task_set_int(t, &t->pod_deadline_at, start + json_integer_value(ads) * 1000);
+	}
 }
 
 /* The state a live Job shows: finished, running (its newest Pod runs) or pending. A finished
@@ -149,6 +162,10 @@ void decide_reason_now(struct task *t, const struct recon_view *v)
 	if (t->state != TASK_UNKNOWN && (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
 					 strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0))
 		TASK_SET_TEXT(t, reason, "");
+	/* Waiting for a replaced cluster's Pod ends only when its Job is seen after all (a
+	 * picture that does not show the gone Job yet, after a restart, changes nothing). */
+	if (strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0 && v->job)
+		TASK_SET_TEXT(t, reason, "");
 	/* A Pod being deleted still holds its card, and so the task its quota. */
 	if (!t->released && v->newest && pod_terminating(v->newest))
 		TASK_SET_TEXT(t, reason, TASK_REASON_POD_TERMINATING);
@@ -156,8 +173,32 @@ void decide_reason_now(struct task *t, const struct recon_view *v)
 		TASK_SET_TEXT(t, reason, "");
 }
 
+int decide_cluster_replaced(const struct task *t, const struct recon_view *v)
+{
+	return !v->job && v->job_gone && t->job_uid[0] && t->cluster_uid[0] && v->cluster_uid &&
+	       v->cluster_uid[0] && strcmp(t->cluster_uid, v->cluster_uid) != 0 &&
+	       !task_state_is(t->state, TASK_FINAL);
+}
+
+/* A task whose Job vanished with a replaced cluster: its deadline is that of the Pod last
+ * seen, or, when none was seen started, now plus the deadline its Pod was given (any Pod of
+ * the old cluster started before now). Until the release it is unknown (cancelling stays
+ * cancelling) and says it waits for that deadline. */
+static void observe_replaced(struct task *t, const struct recon_view *v)
+{
+	if (!t->has_pod_deadline_at) {
+		task_set_bool(t, &t->has_pod_deadline_at, 1);
+		task_set_int(t, &t->pod_deadline_at, v->now_ms + v->pod_deadline_s * 1000);
+	}
+	if (!task_cancel_requested(t) && task_transition_ok(t->state, TASK_UNKNOWN))
+		task_set_state(t, TASK_UNKNOWN);
+	TASK_SET_TEXT(t, reason, TASK_REASON_CLUSTER_WAIT);
+}
+
 const char *decide_final_reason(const struct task *t, const char *proof, enum task_state final)
 {
+	if (strcmp(proof, "pod_deadline_passed") == 0)
+		return final == TASK_CANCELLED ? "cancelled" : TASK_REASON_CLUSTER_REPLACED;
 	if (strcmp(proof, "job_gone") == 0) {
 		if (!t->pod_name[0])
 			return "job_deleted";
@@ -169,7 +210,8 @@ const char *decide_final_reason(const struct task *t, const char *proof, enum ta
 		return "cancelled";
 	if (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
 	    strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0 ||
-	    strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0)
+	    strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0 ||
+	    strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0)
 		return final == TASK_CANCELLED ? "cancelled" : "";
 	return NULL;
 }
@@ -193,11 +235,19 @@ int decide_observe(struct task *t, const struct recon_view *v, int fresh)
 	if (v->job) {
 		TASK_SET_TEXT(t, job_uid, kobj_uid(v->job));
 		task_set_bool(t, &t->job_suspended, kobj_suspended(v->job));
+		/* The Job is seen on this cluster: that is where its Pods run. */
+		if (v->cluster_uid && v->cluster_uid[0])
+			TASK_SET_TEXT(t, cluster_uid, v->cluster_uid);
 	}
 	if (v->newest)
 		observe_pod(t, v->newest);
 	else if (t->pod_uid[0] && fresh)
 		TASK_SET_TEXT(t, pod_phase, "Deleted"); /* shown, never relied on */
+	if (decide_cluster_replaced(t, v)) {
+		observe_replaced(t, v);
+		TASK_SET_TEXT(t, pending_diagnosis, "");
+		return 0;
+	}
 	/* Only the release moves a task out of cancelling; nothing out of a final state. */
 	if (!task_state_is(t->state, TASK_FINAL) && !task_cancel_requested(t)) {
 		if (v->job) {
@@ -236,6 +286,13 @@ const char *decide_job_settled(const struct task *t, const struct recon_view *v,
 			return "job_suspended";
 		}
 		return NULL;
+	}
+	if (decide_cluster_replaced(t, v)) {
+		/* Its Pod may still run on the old cluster: only its deadline ends it. */
+		if (!t->has_pod_deadline_at || v->now_ms < t->pod_deadline_at)
+			return NULL;
+		*final = cancel ? TASK_CANCELLED : TASK_FAILED;
+		return "pod_deadline_passed";
 	}
 	if (v->job_gone) {
 		if (cancel)

@@ -7,6 +7,9 @@
  * - a Pod that is not terminal (Running, Pending, or Terminating: a deletionTimestamp with a
  *   phase that is not Succeeded/Failed) keeps the reservation;
  * - a Job observed gone while a Pod of it still runs keeps the reservation;
+ * - a Job that vanished with a replaced cluster (the cluster's identity changed since the Job
+ *   was recorded) keeps the reservation until its Pod's deadline has passed: that Pod may
+ *   still run on a node of the old cluster, where only its activeDeadlineSeconds stops it;
  * - only the release moves a task out of cancelling; nothing moves a task out of a final
  *   state. */
 #ifndef GWB_RECON_DECIDE_H
@@ -24,10 +27,16 @@ struct recon_view {
 	json_t *pods;          /* a new array of the task's Pods (elements borrowed) */
 	const json_t *newest;  /* the newest of them by creationTimestamp, or NULL */
 	int all_terminal;      /* every Pod Succeeded or Failed (1 when there is none) */
+	/* The identity of the cluster the picture shows (the uid of its kube-system
+	 * namespace): NULL or "" when it is not known, in which case no replacement is
+	 * recognised and a vanished Job counts as deleted. */
+	const char *cluster_uid;
+	int64_t now_ms;        /* wall clock of the decision */
+	int64_t pod_deadline_s; /* the activeDeadlineSeconds the task's Pods are given */
 };
 
-/* Starts a view with its Job (borrowed, may be NULL) and no Pod. Clear with
- * recon_view_clear. */
+/* Starts a view with its Job (borrowed, may be NULL) and no Pod, no cluster identity, time 0
+ * and no Pod deadline (the caller sets those fields). Clear with recon_view_clear. */
 void recon_view_init(struct recon_view *v, const json_t *job, int job_gone);
 /* Adds one Pod of the task (borrowed: it must outlive the view). */
 void recon_view_add_pod(struct recon_view *v, json_t *pod);
@@ -69,15 +78,24 @@ void decide_observe_listed(struct task *t, const json_t *items);
  * still runs says that its quota waits for that Pod to stop. */
 void decide_reason_now(struct task *t, const struct recon_view *v);
 
+/* 1 when t's Job vanished with a replaced cluster: it was recorded on a cluster whose
+ * identity differs from the one the view shows, is not in the picture, and was observed gone
+ * there (not found); t is not final (a final task's Pods were seen stopped). */
+int decide_cluster_replaced(const struct task *t, const struct recon_view *v);
+
 /* The reason a task ends with when its release proves proof and moves it to final: a Job that
  * was deleted under its Pod says how that Pod ended ("job_deleted_pod_completed" or
- * "job_deleted_pod_failed"; "job_deleted" when it never had one), a processed cancel says "cancelled", a reason of a passing state
- * gives way ("cancelled" or ""). NULL: keep the reason the Pod gave. */
+ * "job_deleted_pod_failed"; "job_deleted" when it never had one), a processed cancel says
+ * "cancelled", a task of a replaced cluster ("pod_deadline_passed") says "cluster_replaced"
+ * (or "cancelled"), a reason of a passing state gives way ("cancelled" or ""). NULL: keep
+ * the reason the Pod gave. */
 const char *decide_final_reason(const struct task *t, const char *proof, enum task_state final);
 
 /* Whether the Job side lets the task end: finished, suspended with the suspension processed
- * (a cancel: no Pod will be made any more), or observed gone. Returns the proof's name
- * ("job_complete", "job_failed", "job_suspended", "job_gone") and sets *final, or NULL. */
+ * (a cancel: no Pod will be made any more), or observed gone; a Job that vanished with a
+ * replaced cluster only once the task's Pod deadline has passed. Returns the proof's name
+ * ("job_complete", "job_failed", "job_suspended", "job_gone", "pod_deadline_passed") and sets
+ * *final, or NULL. */
 const char *decide_job_settled(const struct task *t, const struct recon_view *v,
 			       enum task_state *final);
 

@@ -2,14 +2,20 @@
  * view costs its own Pods, not every Pod. The caches hold references to the informers'
  * objects, not copies: an informer drops its document (the list answer, the watch line) once
  * the upsert returns and nobody changes an object after parsing it, so a reference is as good
- * as a copy and costs nothing per event. The index holds references to the same objects. */
+ * as a copy and costs nothing per event. The index holds references to the same objects. The
+ * cluster's identity (the uid of its kube-system namespace) is read again after every list of
+ * Jobs or Pods, and the picture is fresh only once it has been: a list from a replaced cluster
+ * is never taken for deletions in the old one. */
 #include "server/recon_picture.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/backoff.h"
+#include "lib/clock.h"
 #include "lib/kobj.h"
+#include "lib/log.h"
 #include "server/informer.h"
 #include "server/jobspec.h"
 
@@ -27,8 +33,35 @@ struct kind {
 	void (*mark)(struct picture *p, const json_t *obj);
 };
 
+/* The namespace whose uid names the cluster: the API server creates it at its first start and
+ * never lets it be deleted, so its uid changes only when the cluster's store is a new one (a
+ * cluster rebuilt, restored empty or replaced behind the same address). Our own namespace
+ * would not do: it can be deleted and created again (and its deletion stops its Pods first,
+ * which the informers observe). */
+#define IDENTITY_PATH "/api/v1/namespaces/kube-system"
+#define IDENTITY_TIMEOUT_MS 30000
+#define IDENTITY_BACKOFF_MIN_MS 200
+#define IDENTITY_BACKOFF_MAX_MS 5000
+
+/* The identity check: IDLE (read, or unreadable) / READING (a GET in flight) / WAITING (a
+ * back-off before the next GET). checked says whether the last read came after the last list
+ * of Jobs and Pods and while both informers were fresh. */
+struct identity {
+	struct kube *k;
+	struct event *timer;
+	struct backoff bo;
+	long req;             /* the GET in flight, 0 when none */
+	int again;            /* a list came while the GET was in flight: read once more */
+	int checked;
+	char uid[64];         /* "" when the namespace cannot be read (no permission, say) */
+	int replacements;     /* uid changes seen */
+	int unreadable_said;  /* the warning that it cannot be read was logged */
+	char previous[64];    /* the uid before the last change */
+};
+
 struct picture {
 	struct kind jobs, pods, devs;
+	struct identity id;
 	json_t *by_task; /* task id -> {pod name -> Pod} (the objects of pods.map) */
 	json_t *gone;    /* task id -> uid of its Job, observed deleted */
 	const struct picture_ops *ops;
@@ -71,11 +104,25 @@ static void kind_forget(struct kind *k, const char *name)
 	json_object_del(k->map, name);
 }
 
+static void identity_start(struct picture *p);
+
+/* A list of Jobs or Pods may come from another cluster than the identity was read from. */
+static void identity_invalidate(struct kind *k)
+{
+	struct picture *p = k->p;
+	if (k == &p->devs)
+		return;
+	p->id.checked = 0;
+	if (p->id.req)
+		p->id.again = 1;
+}
+
 static void kind_list_begin(void *arg)
 {
 	struct kind *k = arg;
 	json_decref(k->listing);
 	k->listing = json_object();
+	identity_invalidate(k);
 }
 
 static void kind_upsert(void *arg, json_t *obj)
@@ -124,13 +171,27 @@ static void kind_list_end(void *arg)
 	}
 	json_decref(k->listing);
 	k->listing = NULL;
+	/* A list that did not follow a stale spell (fresh_changed will not fire): read the
+	 * identity for it here. */
+	struct picture *p = k->p;
+	if (k != &p->devs && informer_fresh(p->jobs.inf) && informer_fresh(p->pods.inf))
+		identity_start(p);
 }
 
 static void kind_fresh_changed(void *arg, int fresh)
 {
 	struct kind *k = arg;
-	if (fresh)
-		k->p->ops->dirty_all(k->p->arg); /* a fresh picture may prove what a stale one could not */
+	if (k == &k->p->devs) {
+		if (fresh)
+			k->p->ops->dirty_all(k->p->arg);
+		return;
+	}
+	/* Stale: requests may reach another cluster before the lists do. Fresh again: read the
+	 * identity, then tell every task (a fresh picture may prove what a stale one could
+	 * not). */
+	identity_invalidate(k);
+	if (fresh && informer_fresh(k->p->jobs.inf) && informer_fresh(k->p->pods.inf))
+		identity_start(k->p);
 }
 
 static const struct informer_ops kind_ops = { kind_list_begin, kind_upsert, kind_remove,
@@ -176,6 +237,81 @@ static void job_gone(struct picture *p, json_t *job)
 	p->ops->dirty(p->arg, task);
 }
 
+/* ---- the cluster's identity ---- */
+
+static void identity_retry(struct picture *p, const char *why)
+{
+	int64_t wait_ms = backoff_next(&p->id.bo);
+	log_warn("recon", "cluster_identity_retry", "wait_ms=%lld reason=%s", (long long)wait_ms,
+		 log_q(why));
+	struct timeval tv = { (time_t)(wait_ms / 1000), (suseconds_t)((wait_ms % 1000) * 1000) };
+	evtimer_add(p->id.timer, &tv);
+}
+
+static void on_identity(void *arg, const struct kube_result *res)
+{
+	struct picture *p = arg;
+	p->id.req = 0;
+	if (p->id.again) {
+		p->id.again = 0;
+		return identity_start(p);
+	}
+	const char *uid = res->outcome == KUBE_OK ? kobj_uid(res->body) : NULL;
+	if (uid) {
+		if (p->id.uid[0] && strcmp(p->id.uid, uid) != 0) {
+			p->id.replacements++;
+			snprintf(p->id.previous, sizeof p->id.previous, "%s", p->id.uid);
+			log_warn("recon", "cluster_replaced",
+				 "old_uid=%s new_uid=%s note=%s", log_q(p->id.uid), log_q(uid),
+				 log_q("Jobs recorded on the old cluster hold their quota until their "
+				       "Pods' deadline"));
+		}
+		snprintf(p->id.uid, sizeof p->id.uid, "%s", uid);
+		p->id.unreadable_said = 0;
+	} else if (res->outcome == KUBE_REJECTED) {
+		/* Not allowed to read it (or no such namespace): no replacement can be
+		 * recognised, and a vanished Job counts as deleted, as it did before. */
+		if (!p->id.unreadable_said)
+			log_warn("recon", "cluster_identity_unreadable",
+				 "status=%ld path=%s note=%s", res->status, IDENTITY_PATH,
+				 log_q("a replaced cluster cannot be recognised: grant get on "
+				       "namespaces/kube-system"));
+		p->id.unreadable_said = 1;
+		p->id.uid[0] = '\0';
+	} else {
+		return identity_retry(p, res->reason ? res->reason : "no answer");
+	}
+	backoff_reset(&p->id.bo);
+	/* Only valid while both informers are still fresh (neither relisted meanwhile). */
+	p->id.checked = informer_fresh(p->jobs.inf) && informer_fresh(p->pods.inf);
+	if (p->id.checked)
+		p->ops->dirty_all(p->arg);
+}
+
+static void identity_start(struct picture *p)
+{
+	if (p->id.req) {
+		p->id.again = 1;
+		return;
+	}
+	evtimer_del(p->id.timer);
+	p->id.req = kube_request(p->id.k, "GET", IDENTITY_PATH, NULL, NULL, IDENTITY_TIMEOUT_MS,
+				 on_identity, p);
+	if (p->id.req < 0) {
+		p->id.req = 0;
+		identity_retry(p, "cannot start the request");
+	}
+}
+
+static void on_identity_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct picture *p = arg;
+	if (informer_fresh(p->jobs.inf) && informer_fresh(p->pods.inf))
+		identity_start(p);
+}
+
 /* ---- public ---- */
 
 static void kind_init(struct picture *p, struct kind *k, int index_pods,
@@ -198,6 +334,10 @@ struct picture *picture_new(struct kube *k, struct event_base *base, const char 
 	p->arg = arg;
 	p->by_task = json_object();
 	p->gone = json_object();
+	p->id.k = k;
+	p->id.timer = evtimer_new(base, on_identity_timer, p);
+	backoff_init(&p->id.bo, IDENTITY_BACKOFF_MIN_MS, IDENTITY_BACKOFF_MAX_MS,
+		     (uint64_t)(uintptr_t)p ^ (uint64_t)clock_now_ms());
 	kind_init(p, &p->jobs, 0, job_gone, mark_task);
 	kind_init(p, &p->pods, 1, pod_gone, mark_task);
 	kind_init(p, &p->devs, 0, NULL, mark_all);
@@ -228,6 +368,9 @@ void picture_free(struct picture *p)
 	struct kind *kinds[] = { &p->jobs, &p->pods, &p->devs };
 	for (int i = 0; i < 3; i++)
 		informer_free(kinds[i]->inf);
+	if (p->id.req)
+		kube_cancel(p->id.k, p->id.req);
+	event_free(p->id.timer);
 	for (int i = 0; i < 3; i++) {
 		json_decref(kinds[i]->map);
 		json_decref(kinds[i]->listing);
@@ -239,7 +382,7 @@ void picture_free(struct picture *p)
 
 int picture_fresh(const struct picture *p)
 {
-	return informer_fresh(p->jobs.inf) && informer_fresh(p->pods.inf);
+	return informer_fresh(p->jobs.inf) && informer_fresh(p->pods.inf) && p->id.checked;
 }
 
 int picture_cards_fresh(const struct picture *p)
@@ -255,7 +398,13 @@ void picture_view(const struct picture *p, const struct task *t, struct recon_vi
 	if (job && !jobspec_is_ours(job, t->id))
 		job = NULL;
 	const char *gone = kobj_str(p->gone, t->id);
-	recon_view_init(v, job, !job && t->job_uid[0] && gone && strcmp(gone, t->job_uid) == 0);
+	/* A Job is called gone only on a picture whose cluster is known: before its identity
+	 * is read again, the absence may be that of a replaced cluster. */
+	recon_view_init(v, job, p->id.checked && !job && t->job_uid[0] && gone &&
+					strcmp(gone, t->job_uid) == 0);
+	v->cluster_uid = p->id.checked ? p->id.uid : NULL;
+	v->now_ms = clock_now_ms();
+	v->pod_deadline_s = jobspec_pod_deadline_s(t->duration_seconds);
 	const char *pn;
 	json_t *pod;
 	json_object_foreach(json_object_get(p->by_task, t->id), pn, pod)
@@ -306,4 +455,14 @@ void picture_describe(const struct picture *p, json_t *o)
 	json_object_set_new(o, "jobs", j);
 	json_object_set_new(o, "pods", q);
 	json_object_set_new(o, "devices", d);
+}
+
+void picture_describe_cluster(const struct picture *p, json_t *o)
+{
+	json_object_set_new(o, "identity", json_string(IDENTITY_PATH));
+	json_object_set_new(o, "uid", p->id.uid[0] ? json_string(p->id.uid) : json_null());
+	json_object_set_new(o, "checked", json_boolean(p->id.checked));
+	json_object_set_new(o, "replacements", json_integer(p->id.replacements));
+	json_object_set_new(o, "previous_uid",
+			    p->id.previous[0] ? json_string(p->id.previous) : json_null());
 }

@@ -38,13 +38,15 @@ void picture_start(struct picture *p);
 /* Stops the informers and frees everything; no callback fires afterwards. Accepts NULL. */
 void picture_free(struct picture *p);
 
-/* 1 while the Job and Pod informers are both fresh. */
+/* 1 while the Job and Pod informers are both fresh and the cluster's identity was read after
+ * their last lists. */
 int picture_fresh(const struct picture *p);
 /* 1 while the Device and Pod informers are both fresh (the card picture). */
 int picture_cards_fresh(const struct picture *p);
 
 /* The view of task t: its Job (when it carries our labels), whether the Job t recorded was
- * observed deleted, and its Pods from the index (no scan of every Pod). Clear with
+ * observed deleted (only once the cluster's identity is checked), its Pods from the index (no
+ * scan of every Pod), the cluster's identity, the time and t's Pod deadline. Clear with
  * recon_view_clear; the objects are borrowed until the next informer callback. */
 void picture_view(const struct picture *p, const struct task *t, struct recon_view *v);
 
@@ -65,5 +67,8 @@ const char *picture_jobs_rv(const struct picture *p);
 const char *picture_pods_rv(const struct picture *p);
 /* Adds {"jobs", "pods", "devices"} (each as informer_describe) to o. */
 void picture_describe(const struct picture *p, json_t *o);
+/* Adds the cluster's identity to o: {"identity" (what is read), "uid" (null when unknown or
+ * unreadable), "checked", "replacements" (uid changes seen since the start), "previous_uid"}. */
+void picture_describe_cluster(const struct picture *p, json_t *o);
 
 #endif

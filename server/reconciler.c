@@ -17,6 +17,7 @@
 #include "lib/kobj.h"
 #include "lib/log.h"
 #include "server/diagnose.h"
+#include "server/jobspec.h"
 #include "server/kube.h"
 #include "server/kubeconfig.h"
 #include "server/predict.h"
@@ -336,6 +337,9 @@ static const char *health(void *arg, json_t *detail, int *ready)
 	json_object_set_new(detail, "server", json_string(kube_server(r->kube)));
 	json_object_set_new(detail, "namespace", json_string(r->ns));
 	json_object_set_new(detail, "informers", inf);
+	json_t *cluster = json_object();
+	picture_describe_cluster(r->pic, cluster);
+	json_object_set_new(detail, "cluster", cluster);
 	json_t *api = json_object();
 	kube_describe(r->kube, api);
 	json_object_set_new(detail, "api", api);
@@ -521,6 +525,7 @@ int reconciler_new(struct reconciler **out, const struct reconciler_ctx *ctx, ch
 	r->takes_tail = &r->takes;
 	r->safe_point = event_new(ctx->base, -1, 0, on_safe_point, r);
 	int wt = (int)cfg->kube_watch_timeout_seconds, idle = (int)cfg->kube_watch_idle_seconds;
+	jobspec_set_deadline_margin(cfg->kube_pod_deadline_margin_seconds);
 	r->pic = picture_new(r->kube, ctx->base, r->ns, wt, idle, &picture_ops, r);
 	r->sched = recon_sched_new(r->kube, ctx->base, r->ns, wt, idle, on_sched_note, r);
 	struct recon_ctx octx = { ctx->store,

@@ -105,6 +105,12 @@ static const char *const migrations[] = {
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	"  team TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL, detail TEXT);"
 	"CREATE INDEX team_events_team ON team_events(team, id);",
+	/* 7: the identity of the cluster a task's Job was recorded on (the uid of its
+	 * kube-system namespace), and when the task's Pod must have stopped at the latest (its
+	 * start plus its activeDeadlineSeconds): a task whose Job vanished with a replaced
+	 * cluster keeps its quota until then. */
+	"ALTER TABLE tasks ADD COLUMN cluster_uid TEXT;"
+	"ALTER TABLE tasks ADD COLUMN pod_deadline_at INTEGER;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -27,6 +27,8 @@
  *   a Job observed gone.
  * - creating/pending/running -> unknown: an unanswered create, an unreachable API before a
  *   Job is known, or a Job of that name that is not ours. unknown -> pending: adopted.
+ *   pending/running -> unknown -> failed: the Job vanished with a replaced cluster; the task
+ *   waits for its Pod's deadline, then the release ends it.
  * - creating -> failed: the API refused the Job.
  * - every state not final and not cancelling -> cancelling: the durable cancel request.
  * - cancelling -> cancelled: only the release, on proof that every Pod stopped. */
@@ -110,6 +112,8 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(TEXT, allocation, "t", "allocation", 2048, OBS)                     \
 	X(TEXT, pending_message, "t", "pending_message", 1024, OBS)           \
 	X(TEXT, pending_diagnosis, "t", "pending_diagnosis", 8192, OBS)       \
+	X(TEXT, cluster_uid, "t", "cluster_uid", 64, OBS)                     \
+	X(OPT, pod_deadline_at, "t", "pod_deadline_at", 0, OBS)               \
 	X(OPT, cancel_requested_at, "t", "cancel_requested_at", 0, RO)        \
 	X(INT, created_at, "t", "created_at", 0, REQ)                         \
 	X(INT, updated_at, "t", "updated_at", 0, RO)                          \
@@ -158,6 +162,12 @@ void task_set_state(struct task *t, enum task_state s);
 #define TASK_REASON_API_UNREACHABLE "api_unreachable"
 #define TASK_REASON_CREATE_UNKNOWN "create_outcome_unknown"
 #define TASK_REASON_POD_TERMINATING "waiting_for_pod_to_stop"
+/* The cluster the task's Job was recorded on was replaced (its identity changed) and the Job
+ * vanished with it: its Pod may still run on a node of the old cluster until its deadline
+ * (pod_deadline_at), so the task stays unknown with its quota until then; it then ends
+ * failed (or cancelled) with TASK_REASON_CLUSTER_REPLACED. */
+#define TASK_REASON_CLUSTER_WAIT "cluster_replaced_waiting_for_pod_deadline"
+#define TASK_REASON_CLUSTER_REPLACED "cluster_replaced"
 
 /* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */
 int task_cancel_requested(const struct task *t);

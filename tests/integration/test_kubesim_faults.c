@@ -202,3 +202,148 @@ TEST_T(fault_device_health, 30)
 	CHECK_INT(h_kubesim_ctl(&k, "PUT", "/_kubesim/faults", "{\"api\":\"sideways\"}", NULL), 400);
 	CHECK_INT(h_kubesim_ctl(&k, "PUT", "/_kubesim/faults", "{\"nope\":1}", NULL), 400);
 }
+
+/* The current resourceVersion of the Pods' collection, for a watch that resumes from it. */
+static void pods_rv(struct h_kubesim *k, char *rv, size_t len)
+{
+	json_t *list = h_kube_get(k, PODS);
+	snprintf(rv, len, "%s",
+		 json_string_value(json_object_get(json_object_get(list, "metadata"),
+						   "resourceVersion")));
+	json_decref(list);
+}
+
+TEST_T(fault_watches_cut, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	struct h_watch w;
+	CHECK_INT(h_watch_open(&w, &k, PODS "?watch=1&timeoutSeconds=60", NULL), 0);
+	CHECK_INT(w.status, 200);
+	CHECK_INT(h_kubesim_ctl(&k, "PUT", "/_kubesim/faults", "{\"cut_watches_every_ms\":300}",
+				NULL),
+		  200);
+	int64_t t0 = clock_mono_ms();
+	while (!w.ended && clock_mono_ms() - t0 < 3000)
+		json_decref(h_watch_next(&w, 100));
+	CHECKF(w.ended, "the stream was not cut");
+	h_watch_close(&w);
+	/* Streams opened later are cut too, every period. */
+	CHECK_INT(h_watch_open(&w, &k, PODS "?watch=1&timeoutSeconds=60", NULL), 0);
+	t0 = clock_mono_ms();
+	while (!w.ended && clock_mono_ms() - t0 < 3000)
+		json_decref(h_watch_next(&w, 100));
+	CHECKF(w.ended, "the second stream was not cut");
+	h_watch_close(&w);
+	json_t *st = NULL;
+	h_kubesim_ctl(&k, "GET", "/_kubesim/faults", NULL, &st);
+	CHECK_INT(json_integer_value(json_object_get(st, "cut_watches_every_ms")), 300);
+	json_decref(st);
+	/* Cleared: a stream stays open. */
+	CHECK_INT(h_kubesim_ctl(&k, "DELETE", "/_kubesim/faults", NULL, NULL), 200);
+	CHECK_INT(h_watch_open(&w, &k, PODS "?watch=1&timeoutSeconds=60", NULL), 0);
+	json_decref(h_watch_next(&w, 1000));
+	CHECKF(!w.ended, "a stream ended after the fault was cleared");
+	h_watch_close(&w);
+	CHECK_INT(h_kubesim_ctl(&k, "PUT", "/_kubesim/faults", "{\"cut_watches_every_ms\":10}",
+				NULL),
+		  400);
+}
+
+TEST_T(fault_watch_gone, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	CHECK_INT(h_kubesim_ctl(&k, "PUT", "/_kubesim/faults", "{\"watch_gone\":{\"count\":2}}",
+				NULL),
+		  200);
+	char rv[64], path[256];
+	pods_rv(&k, rv, sizeof rv);
+	snprintf(path, sizeof path, PODS "?watch=1&resourceVersion=%s", rv);
+	/* A watch without a resourceVersion starts with the state: never counted. */
+	struct h_watch w;
+	CHECK_INT(h_watch_open(&w, &k, PODS "?watch=1", NULL), 0);
+	json_t *none = h_watch_next(&w, 200);
+	CHECKF(!w.ended, "a watch from the current state was ended");
+	json_decref(none);
+	h_watch_close(&w);
+	for (int i = 0; i < 2; i++) {
+		CHECK_INT(h_watch_open(&w, &k, path, NULL), 0);
+		CHECK_INT(w.status, 200); /* the Status comes as an event, not as the answer */
+		json_t *ev = h_watch_next(&w, 2000);
+		CHECKF(ev, "no ERROR event");
+		CHECK_STR(json_string_value(json_object_get(ev, "type")), "ERROR");
+		json_t *o = json_object_get(ev, "object");
+		CHECK_STR(json_string_value(json_object_get(o, "kind")), "Status");
+		CHECK_INT(json_integer_value(json_object_get(o, "code")), 410);
+		CHECK_STR(json_string_value(json_object_get(o, "reason")), "Expired");
+		json_decref(ev);
+		json_decref(h_watch_next(&w, 1000));
+		CHECKF(w.ended, "the stream stayed open after its 410");
+		h_watch_close(&w);
+	}
+	/* The third resume works. */
+	CHECK_INT(h_watch_open(&w, &k, path, NULL), 0);
+	const char *env[] = { "SLEEP=0", NULL };
+	char *pod = h_kubesim_gpu_pod("after-gone", 1024, 10, env);
+	json_decref(h_kube_create(&k, PODS, pod));
+	gwb_free(pod);
+	json_t *ev = h_watch_next(&w, 2000);
+	CHECKF(ev, "no event after the fault was used up");
+	CHECK_STR(json_string_value(json_object_get(ev, "type")), "ADDED");
+	json_decref(ev);
+	h_watch_close(&w);
+	json_t *st = NULL;
+	h_kubesim_ctl(&k, "GET", "/_kubesim/faults", NULL, &st);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(st, "watch_gone"), "count")), 0);
+	json_decref(st);
+}
+
+static int pred_deadline(const json_t *pod, void *arg)
+{
+	(void)arg;
+	json_t *st = json_object_get(pod, "status");
+	const char *ph = json_string_value(json_object_get(st, "phase"));
+	return ph && !strcmp(ph, "Failed");
+}
+
+TEST_T(kubelet_active_deadline, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	const char *env[] = { "SLEEP=30", NULL };
+	char *text = h_kubesim_gpu_pod("bounded", 1024, 10, env);
+	json_t *pod = json_loads(text, 0, NULL);
+	gwb_free(text);
+	json_object_set_new(json_object_get(pod, "spec"), "activeDeadlineSeconds", json_integer(2));
+	json_object_set_new(json_object_get(pod, "spec"), "terminationGracePeriodSeconds",
+			    json_integer(1));
+	text = json_dumps(pod, JSON_COMPACT);
+	json_decref(pod);
+	json_decref(h_kube_create(&k, PODS, text));
+	gwb_free(text);
+	json_decref(h_kube_wait(&k, PODS "/bounded", h_pred_phase, "Running", 5000, "Running"));
+	json_t *p = h_kube_wait(&k, PODS "/bounded", pred_deadline, NULL, 10000,
+				"Failed at its deadline");
+	json_t *st = json_object_get(p, "status");
+	CHECK_STR(json_string_value(json_object_get(st, "reason")), "DeadlineExceeded");
+	CHECK(json_string_value(json_object_get(st, "message")) != NULL);
+	int64_t start, end;
+	const json_t *cs = json_array_get(json_object_get(st, "containerStatuses"), 0);
+	json_t *term = json_object_get(json_object_get(cs, "state"), "terminated");
+	CHECKF(term, "the container is not terminated");
+	CHECK_INT(clock_parse_rfc3339(json_string_value(json_object_get(st, "startTime")), &start),
+		  0);
+	CHECK_INT(clock_parse_rfc3339(json_string_value(json_object_get(term, "finishedAt")), &end),
+		  0);
+	/* Stopped at its deadline, not after its 30 s of work. */
+	CHECKF(end - start < 20000, "ran %lld ms", (long long)(end - start));
+	json_decref(p);
+	json_t *s = NULL;
+	h_kubesim_ctl(&k, "GET", "/_kubesim/state", NULL, &s);
+	CHECK_INT(json_integer_value(json_object_get(s, "containers")), 0);
+	json_decref(s);
+}

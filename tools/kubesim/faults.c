@@ -7,10 +7,16 @@
  *            {"api": "ok"|"refuse"|"hang", "api_for_ms": N, "slow_ms": N,
  *             "withhold_create": {"resource": "jobs"|"*", "count": N},
  *             "stuck_terminating": ["ns/name"|"*", ...],
- *             "throttle": {"count": N, "retry_after_s": S}}
+ *             "throttle": {"count": N, "retry_after_s": S},
+ *             "cut_watches_every_ms": N, "watch_gone": {"count": N}}
  *            throttle: the next N API requests other than watches are answered 429
  *            TooManyRequests with Retry-After: S (as the API server's priority and
  *            fairness does), and nothing is done for them
+ *            cut_watches_every_ms: every N ms each open watch stream's connection is shut
+ *            down under it, with no terminating chunk (a network cut; 0: off)
+ *            watch_gone: the next N watch requests that resume from a resourceVersion get
+ *            one ERROR event with a Status of code 410 (reason Expired), then the end of
+ *            the stream, as the API server answers a version it no longer holds
  *   DELETE /_kubesim/faults          clear every fault
  *   POST   /_kubesim/actions/orphan-job     {"namespace": ns, "name": job}
  *   POST   /_kubesim/actions/device-health  {"node": n, "minor": m, "healthy": b, "xid": x}
@@ -51,6 +57,9 @@ struct faults {
 	int nstuck;
 	char stuck[MAX_STUCK][512];
 	long throttle_count, throttle_retry_after_s;
+	long cut_every_ms;   /* 0: off */
+	int64_t next_cut_ms; /* when the next cut is due */
+	long watch_gone;     /* watch resumes still to be answered 410 */
 };
 
 static const char *mode_name(enum api_mode m)
@@ -89,10 +98,25 @@ static int set_api(struct faults *f, enum api_mode m)
 
 void faults_tick(struct faults *f)
 {
-	if (f->api != API_OK && f->api_until_ms && clock_now_ms() >= f->api_until_ms) {
+	int64_t now = clock_now_ms();
+	if (f->api != API_OK && f->api_until_ms && now >= f->api_until_ms) {
 		f->api_until_ms = 0;
 		set_api(f, API_OK);
 	}
+	if (f->cut_every_ms > 0 && now >= f->next_cut_ms) {
+		f->next_cut_ms = now + f->cut_every_ms;
+		int n = watch_cut_all(f->ks->watch);
+		if (n)
+			log_info("faults", "watches_cut", "streams=%d", n);
+	}
+}
+
+int faults_watch_gone(struct faults *f)
+{
+	if (f->watch_gone <= 0)
+		return 0;
+	f->watch_gone--;
+	return 1;
 }
 
 int faults_withhold_answer(struct faults *f, const char *verb, const struct res_def *r)
@@ -139,14 +163,16 @@ static json_t *state_doc(const struct faults *f)
 	for (int i = 0; i < f->nstuck; i++)
 		json_array_append_new(stuck, json_string(f->stuck[i]));
 	int64_t left = f->api_until_ms ? f->api_until_ms - clock_now_ms() : 0;
-	return json_pack("{s:s, s:I, s:I, s:{s:s, s:I}, s:o, s:i, s:{s:I, s:I}}", "api",
-			 mode_name(f->api), "api_for_ms", (json_int_t)(left > 0 ? left : 0),
+	return json_pack("{s:s, s:I, s:I, s:{s:s, s:I}, s:o, s:i, s:{s:I, s:I}, s:I, s:{s:I}}",
+			 "api", mode_name(f->api), "api_for_ms", (json_int_t)(left > 0 ? left : 0),
 			 "slow_ms", (json_int_t)f->slow_ms, "withhold_create", "resource",
 			 f->withhold_res, "count", (json_int_t)f->withhold_count,
 			 "stuck_terminating", stuck, "parked_requests",
 			 http_parked_count(f->ks->http), "throttle", "count",
 			 (json_int_t)f->throttle_count, "retry_after_s",
-			 (json_int_t)f->throttle_retry_after_s);
+			 (json_int_t)f->throttle_retry_after_s, "cut_watches_every_ms",
+			 (json_int_t)f->cut_every_ms, "watch_gone", "count",
+			 (json_int_t)f->watch_gone);
 }
 
 static void reply_error(struct hreq *h, int code, const char *msg)
@@ -167,6 +193,8 @@ static void clear_all(struct faults *f)
 	f->withhold_count = 0;
 	f->nstuck = 0;
 	f->throttle_count = 0;
+	f->cut_every_ms = 0;
+	f->watch_gone = 0;
 	ks_kick(f->ks);
 	log_info("faults", "cleared", "what=%s", "all");
 }
@@ -184,7 +212,8 @@ static int apply(struct faults *f, const json_t *doc, char *msg, size_t len)
 	{
 		if (strcmp(k, "api") && strcmp(k, "api_for_ms") && strcmp(k, "slow_ms") &&
 		    strcmp(k, "withhold_create") && strcmp(k, "stuck_terminating") &&
-		    strcmp(k, "throttle")) {
+		    strcmp(k, "throttle") && strcmp(k, "cut_watches_every_ms") &&
+		    strcmp(k, "watch_gone")) {
 			snprintf(msg, len, "unknown field %s", k);
 			return -1;
 		}
@@ -245,6 +274,27 @@ static int apply(struct faults *f, const json_t *doc, char *msg, size_t len)
 		}
 		f->throttle_count = (long)json_integer_value(count);
 		f->throttle_retry_after_s = ra ? (long)json_integer_value(ra) : 1;
+	}
+	json_t *cut = json_object_get(doc, "cut_watches_every_ms");
+	if (cut) {
+		/* Below 50 ms a stream could not even be re-opened between two cuts. */
+		if (!json_is_integer(cut) || (json_integer_value(cut) != 0 &&
+					      (json_integer_value(cut) < 50 ||
+					       json_integer_value(cut) > 3600000))) {
+			snprintf(msg, len, "cut_watches_every_ms must be 0 or in [50, 3600000]");
+			return -1;
+		}
+		f->cut_every_ms = (long)json_integer_value(cut);
+		f->next_cut_ms = clock_now_ms() + f->cut_every_ms;
+	}
+	json_t *wg = json_object_get(doc, "watch_gone");
+	if (wg) {
+		json_t *count = json_object_get(wg, "count");
+		if (!json_is_integer(count) || json_integer_value(count) < 0) {
+			snprintf(msg, len, "watch_gone needs count >= 0");
+			return -1;
+		}
+		f->watch_gone = (long)json_integer_value(count);
 	}
 	json_t *st = json_object_get(doc, "stuck_terminating");
 	if (st) {

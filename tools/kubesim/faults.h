@@ -1,7 +1,7 @@
 /* Fault injection for tests and the lab, through the control endpoint /_kubesim/faults (also
  * served on the optional control socket): the API refusing or hanging, slow answers, creates
- * stored but answered never, pods stuck Terminating, a Job deleted with its pods orphaned, and
- * device health flips. The wire format is documented in tools/kubesim/README.md. */
+ * stored but answered never, pods stuck Terminating, a Job deleted with its pods orphaned,
+ * device health flips, watch streams cut, and watch resumes answered 410 Expired. The wire format is documented in tools/kubesim/README.md. */
 #ifndef KUBESIM_FAULTS_H
 #define KUBESIM_FAULTS_H
 
@@ -26,7 +26,10 @@ int faults_pod_stuck(const struct faults *f, const json_t *pod);
 /* Answers h with 429 and Retry-After, and returns 1, while the throttle fault has requests
  * left (watches pass); 0 otherwise. */
 int faults_throttle(struct faults *f, struct hreq *h);
-/* Expires faults set with a duration. Called from the housekeeping timer. */
+/* Returns 1 (and counts it) when this watch resume must be answered with an ERROR event of
+ * code 410 (the watch_gone fault); 0 otherwise. */
+int faults_watch_gone(struct faults *f);
+/* Expires faults set with a duration, and cuts the watch streams when that is due. Called from the housekeeping timer. */
 void faults_tick(struct faults *f);
 
 #endif

@@ -12,6 +12,9 @@
  * before its start is reported: its exit waits in a short list until the pid is known.
  *
  * A container of a pod that vanished from the store is stopped the same way with a 2 s grace.
+ * A pod running past its spec.activeDeadlineSeconds (counted from status.startTime) has its
+ * containers stopped with the pod's grace period and ends Failed with reason
+ * DeadlineExceeded, as the kubelet enforces it on the node without the control plane.
  * A pass visits the pods that changed (the store's fan-out), those with a container
  * terminating or just exited, and once a second every pod that has containers (restart
  * back-offs); pods bound to any Node of the store are run here. */
@@ -763,8 +766,11 @@ static json_t *container_status(const struct proc *p, const json_t *ctr)
 			 "state", state, "lastState");
 }
 
-/* Writes the pod's status from its processes. Returns 1 when the pod became terminal. */
-static int write_status(struct kubelet *k, const json_t *pod)
+/* Writes the pod's status from its processes; with reason (not NULL) once they all exited,
+ * the pod is Failed with that status.reason and message whatever their exit codes. Returns 1
+ * when the pod became terminal. */
+static int write_status_why(struct kubelet *k, const json_t *pod, const char *reason,
+			    const char *message)
 {
 	json_t *nw = json_deep_copy(pod);
 	json_t *st = obj_child(nw, "status");
@@ -808,8 +814,12 @@ static int write_status(struct kubelet *k, const json_t *pod)
 	}
 	int terminal = all_exited;
 	if (terminal) {
-		const char *phase = any_failed ? "Failed" : "Succeeded";
+		const char *phase = any_failed || reason ? "Failed" : "Succeeded";
 		json_object_set_new(st, "phase", json_string(phase));
+		if (reason) {
+			json_object_set_new(st, "reason", json_string(reason));
+			json_object_set_new(st, "message", json_string(message));
+		}
 		obj_set_condition(nw, "PodReadyToStartContainers", "False", NULL, NULL, 0);
 		obj_set_condition(nw, "Initialized", "True", "PodCompleted", NULL, 0);
 		obj_set_condition(nw, "Ready", "False", "PodCompleted", NULL, 0);
@@ -823,6 +833,11 @@ static int write_status(struct kubelet *k, const json_t *pod)
 	}
 	api_commit(k->ks, RES_PODS, nw);
 	return terminal;
+}
+
+static int write_status(struct kubelet *k, const json_t *pod)
+{
+	return write_status_why(k, pod, NULL, NULL);
 }
 
 static void final_delete(struct kubelet *k, const json_t *pod)
@@ -970,6 +985,35 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 	}
 }
 
+/* A running pod past its activeDeadlineSeconds: its containers are stopped with the pod's
+ * grace period, then the pod ends Failed, reason DeadlineExceeded. Returns 1 when the deadline
+ * has passed (the pod is not to be run any more), 0 otherwise. */
+static int enforce_deadline(struct kubelet *k, const json_t *pod)
+{
+	int64_t ads = obj_int(pod, "spec.activeDeadlineSeconds", -1), start;
+	if (ads <= 0 || obj_time_ms(pod, "status.startTime", &start) < 0 ||
+	    clock_now_ms() < start + ads * 1000)
+		return 0;
+	int all_exited = 1;
+	int64_t grace = obj_int(pod, "spec.terminationGracePeriodSeconds", 30);
+	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
+		if (p->state == C_RUNNING)
+			log_info("kubelet", "deadline_exceeded", "pod=%s/%s active_deadline_s=%lld",
+				 p->ns, p->pod, (long long)ads);
+		if (p->state != C_EXITED) {
+			all_exited = 0;
+			stop_proc(k, p, clock_now_ms() + grace * 1000, pod);
+		}
+	}
+	if (all_exited) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "the pod was active %lld s, its activeDeadlineSeconds",
+			 (long long)ads);
+		write_status_why(k, pod, "DeadlineExceeded", msg);
+	}
+	return 1;
+}
+
 static void sync_pod(struct kubelet *k, const json_t *pod)
 {
 	int terminal = obj_pod_terminal(pod);
@@ -1003,7 +1047,7 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 			final_delete(k, cur);
 		return;
 	}
-	if (terminal)
+	if (terminal || enforce_deadline(k, pod))
 		return;
 	run_pod(k, pod);
 }

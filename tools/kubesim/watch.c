@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "tools/kubesim/faults.h"
 #include "tools/kubesim/obj.h"
 #include "tools/kubesim/store.h"
 
@@ -301,6 +303,15 @@ void watch_start(struct watch_hub *hub, struct hreq *h, struct watch_params *p)
 		end_stream(w, "too_old");
 		return;
 	}
+	if (!initial && faults_watch_gone(ks->faults)) {
+		/* The watch_gone fault: as if the version had been compacted away. */
+		char msg[160];
+		snprintf(msg, sizeof msg, "too old resource version: %" PRIu64 " (%" PRIu64 ")", from,
+			 now);
+		send_error(w, 410, "Expired", msg);
+		end_stream(w, "gone_fault");
+		return;
+	}
 	if (!initial && from > now) {
 		char msg[160];
 		snprintf(msg, sizeof msg, "Too large resource version: %" PRIu64 ", current: %" PRIu64,
@@ -359,6 +370,23 @@ void watch_reap(struct watch_hub *hub)
 		*pp = w->next;
 		watcher_free(w);
 	}
+}
+
+int watch_cut_all(struct watch_hub *hub)
+{
+	int n = 0;
+	for (struct watcher *w = hub->list; w; w = w->next) {
+		if (w->state != WS_STREAMING)
+			continue;
+		struct bufferevent *bev = evhttp_connection_get_bufferevent(w->conn);
+		evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+		/* Both directions: the client sees the connection end with the chunked body
+		 * unfinished, and our side reads end-of-file, which runs close_cb as when a
+		 * client leaves. */
+		if (fd >= 0 && shutdown(fd, SHUT_RDWR) == 0)
+			n++;
+	}
+	return n;
 }
 
 int watch_count(const struct watch_hub *hub)

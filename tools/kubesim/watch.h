@@ -34,6 +34,10 @@ void watch_hub_free(struct watch_hub *hub);
 /* Starts a stream answering h (taken). Fails only by answering h with a Status (429 when too
  * many streams are open). */
 void watch_start(struct watch_hub *hub, struct hreq *h, struct watch_params *p);
+/* Shuts down the connection under every open stream, without the terminating chunk (a
+ * network cut: the client sees the transfer end early); the streams end as if their clients
+ * had left. Returns how many were cut. */
+int watch_cut_all(struct watch_hub *hub);
 /* Open streams. */
 int watch_count(const struct watch_hub *hub);
 /* Frees streams whose clients left (the safe point after callbacks). */

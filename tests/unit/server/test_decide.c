@@ -79,6 +79,9 @@ static int run_case(const char *file)
 	json_t *p;
 	json_array_foreach(json_object_get(c, "pods"), i, p)
 		recon_view_add_pod(&v, p);
+	v.cluster_uid = json_string_value(json_object_get(c, "cluster_uid"));
+	v.now_ms = json_integer_value(json_object_get(c, "now_ms"));
+	v.pod_deadline_s = json_integer_value(json_object_get(c, "pod_deadline_s"));
 
 	expect_bool(file, exp, "take_queued",
 		    decide_take_queued(t, json_is_true(json_object_get(c, "queue")),
@@ -95,6 +98,11 @@ static int run_case(const char *file)
 	expect_text(file, exp, "pod_phase", t->pod_phase);
 	expect_text(file, exp, "allocation", t->allocation);
 	expect_text(file, exp, "pending_message", t->pending_message);
+	expect_text(file, exp, "cluster_uid", t->cluster_uid);
+	json_t *deadline = json_object_get(exp, "pod_deadline_at");
+	if (deadline)
+		CHECKF(t->has_pod_deadline_at && t->pod_deadline_at == json_integer_value(deadline),
+		       "%s: pod_deadline_at %lld", file, (long long)t->pod_deadline_at);
 	json_t *code = json_object_get(exp, "exit_code");
 	if (code)
 		CHECKF(t->has_exit_code && t->exit_code == json_integer_value(code),
@@ -113,6 +121,10 @@ static int run_case(const char *file)
 			CHECKF(proof != NULL, "%s: not released", file);
 			expect_text(file, want, "proof", proof);
 			expect_text(file, want, "final", task_state_name(final));
+			expect_text(file, want, "final_reason",
+				    decide_final_reason(t, proof, final)
+					    ? decide_final_reason(t, proof, final)
+					    : "(kept)");
 		}
 	}
 	int checked = (int)json_object_size(exp);
@@ -190,4 +202,38 @@ TEST(decide_no_release_cases_hinge_on_their_fact)
 		gwb_free(t);
 		json_decref(c);
 	}
+}
+
+/* A task whose Job vanished with a replaced cluster is released when, and only when, its Pod
+ * deadline has passed; with the same cluster the same facts are a plain deletion. */
+TEST(decide_cluster_replaced_hinges_on_the_deadline)
+{
+	json_t *c = load("35_no_release_cluster_replaced_before_pod_deadline.json");
+	struct task *t = gwb_malloc(sizeof *t);
+	json_t *listed = json_object_get(c, "listed");
+	for (int k = 0; k < 3; k++) {
+		task_from_json(json_object_get(c, "task"), t);
+		struct recon_view v;
+		recon_view_init(&v, NULL, 1);
+		v.cluster_uid = k == 2 ? t->cluster_uid : "cluster-new";
+		v.now_ms = k == 0 ? t->pod_deadline_at - 1 : t->pod_deadline_at;
+		v.pod_deadline_s = 310;
+		decide_observe(t, &v, 1);
+		enum task_state final = TASK_NONE;
+		const char *proof = decide_release(t, &v, listed, 1, &final);
+		if (k == 0) {
+			CHECKF(proof == NULL, "released 1 ms before the deadline");
+			CHECK_STR(t->reason, TASK_REASON_CLUSTER_WAIT);
+			CHECK_STR(task_state_name(t->state), "unknown");
+		} else if (k == 1) {
+			CHECK_STR(proof ? proof : "", "pod_deadline_passed");
+			CHECK_STR(task_state_name(final), "failed");
+		} else {
+			CHECK_STR(proof ? proof : "", "job_gone");
+			CHECK_STR(t->reason, "job_deleted");
+		}
+		recon_view_clear(&v);
+	}
+	gwb_free(t);
+	json_decref(c);
 }

@@ -133,3 +133,21 @@ TEST(jobspec_lab_task_as_koordinator_expects)
 	CHECK_STR(s_at(spec, "template|spec|containers|0|env|0|value"), "overlimit");
 	json_decref(job);
 }
+
+TEST(jobspec_pod_deadline_is_duration_plus_margin)
+{
+	struct jobspec_in in = { "t-abc", "alpha", 1024, 25, 1, 60, "LS", "normal",
+				 "gpu-workbench", "gwb-worker:local", "HAMi-core", 0, 3600 };
+	json_t *job = jobspec_build(&in);
+	json_t *pod = json_object_get(json_object_get(json_object_get(job, "spec"), "template"),
+				      "spec");
+	CHECK_INT(json_integer_value(json_object_get(pod, "activeDeadlineSeconds")),
+		  60 + JOBSPEC_DEADLINE_MARGIN_DEFAULT_S);
+	/* On the Pod, not the Job: the kubelet enforces it without the control plane. */
+	CHECK(json_object_get(json_object_get(job, "spec"), "activeDeadlineSeconds") == NULL);
+	json_decref(job);
+	jobspec_set_deadline_margin(15);
+	CHECK_INT(jobspec_pod_deadline_s(60), 75);
+	CHECK_INT(jobspec_pod_deadline_s(0), 15);
+	jobspec_set_deadline_margin(JOBSPEC_DEADLINE_MARGIN_DEFAULT_S);
+}
