@@ -48,7 +48,8 @@ int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 {
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT t.id, t.team, t.state, t.created_at, r.gpu_memory_mib, "
-		   "r.gpu_core_percent FROM reservations r JOIN tasks t ON t.id = r.task_id "
+		   "r.gpu_core_percent, COALESCE(t.reason, ''), COALESCE(t.pod_deadline_at, 0) "
+		   "FROM reservations r JOIN tasks t ON t.id = r.task_id "
 		   "WHERE r.released = 0 ORDER BY t.seq");
 	if (!st)
 		return GWB_EDB;
@@ -57,7 +58,8 @@ int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 		struct store_audit_task t = {
 			store_col_text(st, 0), store_col_text(st, 1),
 			task_state_parse(store_col_text(st, 2)), sqlite3_column_int64(st, 3),
-			sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)
+			sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
+			store_col_text(st, 6), sqlite3_column_int64(st, 7)
 		};
 		if (t.id && t.team)
 			fn(arg, &t);

@@ -26,7 +26,9 @@ struct store_audit_task {
 	const char *id, *team;
 	enum task_state state;
 	int64_t created_at;
-	int64_t mem, core; /* its reservation */
+	int64_t mem, core;       /* its reservation */
+	const char *reason;      /* the task's reason ("" when none) */
+	int64_t pod_deadline_at; /* wall ms; 0 when none is recorded */
 };
 /* Receives one task, borrowed for the call. */
 typedef void (*store_audit_task_fn)(void *arg, const struct store_audit_task *t);
