@@ -48,6 +48,10 @@ struct rop {
 
 /* One Pod list that answers for several tasks (labelSelector gwb.io/task in (...)). */
 #define LIST_BATCH_MAX 32 /* task ids per list: the selector stays well inside a URL */
+/* While the Kubernetes client is busy (more than one round of requests out or queued), the
+ * releases' lists are held up to this long to share one list: under a burst, tasks end a few
+ * at a time, and one list each took most of kube.qps away from the creates. */
+#define LIST_HOLD_MS 1000
 struct list_batch {
 	struct recon_ops *ops;
 	int n;
@@ -60,7 +64,8 @@ struct recon_ops {
 	struct rop *rops;           /* every tracked task, newest first (the walks' order) */
 	struct strmap *by_id;       /* task id -> its struct rop in rops */
 	struct list_batch *batches; /* in flight; freed when answered or with ops */
-	int lists_waiting;          /* Pod lists asked for since the last flush */
+	int lists_held;             /* Pod lists asked for and not sent yet */
+	int64_t held_since_ms;      /* monotonic: when the oldest of them was asked for */
 };
 
 /* ---- bookkeeping ---- */
@@ -499,13 +504,14 @@ static void on_list_batch(void *arg, const struct kube_result *res)
 	gwb_free(b);
 }
 
-/* Step one of a release asks for a Pod list; the lists asked for in one safe point go out
- * together at recon_ops_flush. */
+/* Step one of a release asks for a Pod list; the lists asked for go out together at
+ * recon_ops_flush. */
 static void start_list_pods(struct rop *o)
 {
 	o->op = OP_LIST_PODS;
 	o->req = 0; /* waiting for the flush */
-	o->ops->lists_waiting++;
+	if (!o->ops->lists_held++)
+		o->ops->held_since_ms = clock_mono_ms();
 }
 
 /* Sends one list for the batch; on a send failure each of its tasks backs off. */
@@ -553,9 +559,13 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 
 void recon_ops_flush(struct recon_ops *ops)
 {
-	if (!ops->lists_waiting)
+	if (!ops->lists_held)
 		return; /* most safe points ask for none: no walk over every operation */
-	ops->lists_waiting = 0;
+	int busy = kube_room(ops->c.kube) < kube_window(ops->c.kube) / 2;
+	if (busy && ops->lists_held < LIST_BATCH_MAX &&
+	    clock_mono_ms() - ops->held_since_ms < LIST_HOLD_MS)
+		return; /* a later flush (a safe point, the housekeeping tick) sends them */
+	ops->lists_held = 0;
 	struct list_batch *b = NULL;
 	for (struct rop *o = ops->rops; o; o = o->next) {
 		if (o->op != OP_LIST_PODS || o->req != 0)

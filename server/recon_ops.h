@@ -38,9 +38,11 @@ struct recon_ops;
 
 /* Creates the operations table. Returns it (free with recon_ops_free). */
 struct recon_ops *recon_ops_new(const struct recon_ctx *ctx);
-/* Sends what the safe point asked for in bulk: the Pod lists of the releases started since
- * the last flush go out as one list per LIST_BATCH_MAX tasks (a labelSelector "in" set). The
- * owner calls it at the end of each safe point. */
+/* Sends what the safe point asked for in bulk: the Pod lists of the releases asked for go out
+ * as one list per LIST_BATCH_MAX tasks (a labelSelector "in" set). While the Kubernetes
+ * client is busy they are held, up to a second, until a full list's worth has gathered, so a
+ * burst's releases cost a few lists rather than one each. The owner calls it at the end of
+ * each safe point and at each housekeeping tick. */
 void recon_ops_flush(struct recon_ops *ops);
 /* Frees everything. Requests in flight must have been cancelled (kube_free) first: no
  * waiter fires. Accepts NULL. */

@@ -319,6 +319,7 @@ static void on_cron(void *arg, int64_t now)
 		mark_active(r);
 	}
 	recon_ops_each_due(r->ops, now, on_dirty, r);
+	recon_ops_flush(r->ops); /* Pod lists held for company */
 	/* Bound service-account tokens rotate; client-go re-reads them every minute. */
 	if (now - r->last_token_ms >= 60000) {
 		r->last_token_ms = now;
