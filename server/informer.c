@@ -171,12 +171,10 @@ static void on_event(void *arg, const char *type, json_t *obj)
 static void on_watch_end(void *arg, const struct kube_result *res)
 {
 	struct informer *inf = arg;
-	/* Only the watch in progress moves the informer. The end of one it has left already (an
-	 * ERROR event made it list again or back off) can still come: the API server sends the
-	 * 410 as the stream's last line, the client reads both in one go, and a cancel from
-	 * inside that line's event does not stop the end's report. Taken as a clean end, it
-	 * would start a second watch beside the list's, and every later end would restart it:
-	 * one more watch per 410, each moving the resourceVersion back and forth. */
+	/* Only the watch in progress moves the informer: the end of a watch it has left (an
+	 * ERROR event made it list again or back off, and the client cancels the watch then) is
+	 * not reported, and if one ever were, taking it for a clean end would start a second
+	 * watch beside the list's, one more per 410. */
 	if (inf->state != INF_WATCHING)
 		return;
 	inf->req = 0;

@@ -372,10 +372,13 @@ static void finish(struct kube *k, struct kreq *r, CURLcode cc)
 	count_code(k, r->verb, cc == CURLE_OK ? status : 0);
 	if (cc == CURLE_OK && status == 429 && requeue_throttled(k, r))
 		return;
+	/* A watch's last lines are delivered while it is still linked, so that a handler that
+	 * cancels it (an ERROR event, say a 410, as the stream's last line) is found by
+	 * kube_cancel and gets no end report after its cancel. */
+	if (!r->cancelled && r->is_watch)
+		watch_dispatch(r);
 	req_unlink(r);
 	if (!r->cancelled) {
-		if (r->is_watch)
-			watch_dispatch(r);
 		struct kube_result res;
 		json_t *body;
 		classify(r, cc, &res, &body);
