@@ -113,6 +113,19 @@ void api_metrics(struct req *r)
 			    (long long)api->batches_failed, (long long)api->replies_gone);
 	api_hist_write(&api->batch_size, "gwb_store_batch_size", b);
 	api_hist_write(&api->submit_seconds, "gwb_submit_duration_seconds", b);
+	struct store_sync_stats sy;
+	store_sync_stats(api->store, &sy);
+	evbuffer_add_printf(b, "# TYPE gwb_store_wal_syncs_total counter\ngwb_store_wal_syncs_total %lld\n"
+			       "# TYPE gwb_store_wal_syncs_failed_total counter\n"
+			       "gwb_store_wal_syncs_failed_total %lld\n"
+			       "# TYPE gwb_store_wal_synced_commits_total counter\n"
+			       "gwb_store_wal_synced_commits_total %lld\n"
+			       "# TYPE gwb_store_wal_sync_seconds_total counter\n"
+			       "gwb_store_wal_sync_seconds_total %.6f\n"
+			       "# TYPE gwb_store_commits_not_durable gauge\n"
+			       "gwb_store_commits_not_durable %lld\n",
+			    (long long)sy.syncs, (long long)sy.failed, (long long)sy.commits, sy.seconds,
+			    (long long)sy.pending);
 	struct store_wal_stats w;
 	store_wal_stats(api->store, &w);
 	evbuffer_add_printf(b, "# TYPE gwb_store_wal_bytes gauge\ngwb_store_wal_bytes %lld\n"

@@ -392,6 +392,14 @@ void http_reply_store_error(struct req *r, int rc, const char *message)
 					"request was stored; retry",
 					details);
 	}
+	if (rc == GWB_EIO) { /* the sync after a commit failed (server/store_sync.c) */
+		http_add_header(r, "Retry-After", STORAGE_RETRY_AFTER);
+		return http_reply_error(r, 503, "storage_error",
+					"the disk did not confirm the write: this request may or "
+					"may not be stored; retry (with the same Idempotency-Key a "
+					"retry cannot make it twice)",
+					NULL);
+	}
 	http_reply_error(r, 500, "internal", message, NULL);
 }
 
@@ -429,6 +437,8 @@ void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx)
 
 /* Runs the deferred decisions in one transaction, commits once, then answers each: no reply
  * leaves before its decision is durable. */
+static void batch_answer(struct api_ctx *api, struct http_deferred *list, int rc);
+
 static void batch_run(struct api_ctx *api)
 {
 	struct http_deferred *list = api->pend_head;
@@ -442,7 +452,7 @@ static void batch_run(struct api_ctx *api)
 	 * wrote has to be undone, the whole batch is rolled back and decided again with one
 	 * SAVEPOINT each (decide callbacks overwrite their outcome), so that decision alone is
 	 * undone, as it would have been the first time. */
-	int rc = store_batch_begin_optimistic(api->store);
+	int rc = store_batch_begin_later(api->store);
 	if (rc == 0) {
 		for (struct http_deferred *d = list; d; d = d->next)
 			d->ops->decide(&d->r, d->ctx);
@@ -464,6 +474,22 @@ static void batch_run(struct api_ctx *api)
 		log_warn("http", "batch_failed", "size=%d error=%s db=%s", n, err_name(rc),
 			 log_q(store_errmsg(api->store)));
 	}
+	uint64_t seq = store_commit_seq(api->store);
+	if (rc == 0 && seq > store_durable_seq(api->store)) {
+		/* Committed, not yet on the disk: the answers wait for the sync (on_synced). */
+		struct http_durable_wait *w = gwb_calloc(1, sizeof *w);
+		w->seq = seq;
+		w->list = list;
+		*api->wait_tail = w;
+		api->wait_tail = &w->next;
+		return;
+	}
+	batch_answer(api, list, rc);
+}
+
+/* Answers the decisions of a batch, with the outcome of its commit. */
+static void batch_answer(struct api_ctx *api, struct http_deferred *list, int rc)
+{
 	while (list) {
 		struct http_deferred *d = list;
 		list = d->next;
@@ -486,6 +512,31 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	batch_run(arg);
+}
+
+/* Answers the batches whose commit is durable now, oldest first; a sync that failed answers
+ * those it covered with 503. */
+static void durable_answer(struct api_ctx *api)
+{
+	uint64_t durable = store_durable_seq(api->store);
+	while (api->wait_head && api->wait_head->seq <= durable) {
+		struct http_durable_wait *w = api->wait_head;
+		api->wait_head = w->next;
+		if (!api->wait_head)
+			api->wait_tail = &api->wait_head;
+		int rc = store_sync_failed_upto(api->store, w->seq) ? GWB_EIO : 0;
+		batch_answer(api, w->list, rc);
+		gwb_free(w);
+	}
+}
+
+static void on_synced(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct api_ctx *api = arg;
+	store_sync_done(api->store);
+	durable_answer(api);
 }
 
 static void on_request(struct evhttp_request *ev, void *arg)
@@ -561,6 +612,18 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 	api->submit_seconds.bounds = submit_bounds;
 	api->submit_seconds.nbounds = (int)(sizeof submit_bounds / sizeof submit_bounds[0]);
 	api->flush_ev = event_new(api->base, -1, 0, on_flush, api);
+	api->wait_head = NULL;
+	api->wait_tail = &api->wait_head;
+	/* Batches commit without waiting for the disk; their answers wait for the sync thread
+	 * (server/store_sync.c). Without it, each batch's COMMIT syncs as before. */
+	if (store_sync_start(api->store) == 0) {
+		api->sync_ev = event_new(api->base, store_sync_fd(api->store), EV_READ | EV_PERSIST,
+					 on_synced, api);
+		event_add(api->sync_ev, NULL);
+	} else {
+		log_warn("http", "sync_thread_off", "reason=%s",
+			 log_q("each batch's commit syncs on the loop"));
+	}
 	api->evh = evhttp_new(api->base);
 	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
 	 * answers with the JSON error every client expects. */
@@ -601,8 +664,16 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 
 void http_stop(struct api_ctx *api)
 {
-	/* Decisions still waiting are made and answered before evhttp frees their requests. */
+	/* Decisions still waiting are made and answered before evhttp frees their requests;
+	 * stopping the sync thread makes every commit durable first. */
 	batch_run(api);
+	if (api->sync_ev) {
+		event_free(api->sync_ev);
+		api->sync_ev = NULL;
+		store_sync_done(api->store);
+		store_sync_stop(api->store);
+	}
+	durable_answer(api);
 	if (api->flush_ev)
 		event_free(api->flush_ev);
 	api->flush_ev = NULL;

@@ -69,6 +69,14 @@ struct api_ctx {
 	int64_t batch_requests;   /* decisions they held */
 	int64_t batches_failed;   /* batches whose BEGIN or COMMIT failed (all answered 5xx) */
 	int64_t replies_gone;     /* deferred replies whose client had gone */
+	/* Batches committed whose answers wait for the disk (server/store_sync.c), oldest
+	 * first; sync_ev fires when a sync ends. */
+	struct http_durable_wait {
+		struct http_durable_wait *next;
+		uint64_t seq; /* the batch's commit */
+		struct http_deferred *list;
+	} *wait_head, **wait_tail;
+	struct event *sync_ev;
 	struct api_hist batch_size;      /* decisions per batch */
 	struct api_hist submit_seconds;  /* POST /v1/tasks: arrival to reply */
 };

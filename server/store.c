@@ -315,6 +315,13 @@ int store_commit(struct store *s)
 		store_rollback(s);
 		return rc;
 	}
+	s->commit_seq++;
+	if (s->batch_later) {
+		s->ob_min_next = store_min_id(s->ob_min_next, s->ob_txn_min);
+	} else {
+		store_durable_all(s);
+	}
+	s->ob_txn_min = 0;
 	counts_settle(s, 1);
 	fault_clear(s);
 	store_wal_bound(s);
@@ -349,7 +356,20 @@ void store_rollback(struct store *s)
 	}
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	s->ob_txn_min = 0;
 	counts_settle(s, 0);
+}
+
+void store_durable_all(struct store *s)
+{
+	s->durable_seq = s->commit_seq;
+	s->ob_min_inflight = s->ob_min_next = 0;
+}
+
+int64_t store_outbox_gate(const struct store *s)
+{
+	int64_t min = store_min_id(s->ob_min_inflight, s->ob_min_next);
+	return min ? min : INT64_MAX;
 }
 
 void store_count_move(struct store *s, enum task_state from, enum task_state to)
@@ -415,9 +435,12 @@ int store_batch_commit(struct store *s)
 	s->batch_optimistic = 0;
 	if (lost) {
 		store_rollback(s); /* the counters' moves go; nothing else is left */
+		store_batch_later_end(s, 0);
 		return lost;
 	}
-	return store_commit(s);
+	int rc = store_commit(s);
+	store_batch_later_end(s, rc == 0);
+	return rc;
 }
 
 void store_batch_rollback(struct store *s)
@@ -426,6 +449,7 @@ void store_batch_rollback(struct store *s)
 	s->batch_lost = 0;
 	s->batch_optimistic = 0;
 	store_rollback(s);
+	store_batch_later_end(s, 0);
 }
 
 /* The connection's WAL hook: called after each commit with the WAL's size in pages. It
@@ -616,6 +640,7 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 	/* From here on the connection never sleeps for a lock (0: no busy handler) unless the
 	 * caller asked for it: SQLITE_BUSY comes back at once as GWB_EBUSY. */
 	sqlite3_busy_timeout(s->db, busy_ms);
+	store_outbox_hook(s);
 	*out = s;
 	return 0;
 }
@@ -649,6 +674,7 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	store_sync_stop(s);
 	for (int i = 0; i < s->ncache; i++)
 		sqlite3_finalize(s->cache[i].stmt);
 	sqlite3_close(s->db);

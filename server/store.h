@@ -121,6 +121,38 @@ int store_batch_commit(struct store *s);
 /* Rolls the batch back and closes it. */
 void store_batch_rollback(struct store *s);
 
+/* Durable later (server/store_sync.c): the batch's fsync off the caller's thread.
+ * store_sync_start starts the thread that syncs the WAL (0; GWB_EINVAL for a database
+ * without a file, GWB_EIO when the thread cannot start). store_batch_begin_later opens an
+ * optimistic batch (store_batch_begin_optimistic) whose store_batch_commit does not wait for
+ * the disk: its commit is store_commit_seq() and is durable once store_durable_seq() reaches
+ * it. The thread syncs every commit made before its sync began; when one ends
+ * store_sync_fd() turns readable, and the owner calls store_sync_done, which raises
+ * store_durable_seq, starts the next sync if commits wait, and returns GWB_EIO when a sync
+ * failed (store_sync_failed_upto then says which commits it covered). Every other commit
+ * (synchronous=FULL) makes all earlier ones durable too. Intents in the outbox are not handed
+ * to the relay before their commit is durable. Without the thread, store_batch_begin_later
+ * is store_batch_begin_optimistic and its commit is durable when it returns. */
+int store_batch_begin_later(struct store *s);
+int store_sync_start(struct store *s);
+/* Stops the thread after one last sync of what waits (store_close does it too). */
+void store_sync_stop(struct store *s);
+int store_sync_fd(const struct store *s);
+int store_sync_done(struct store *s);
+uint64_t store_commit_seq(const struct store *s);
+uint64_t store_durable_seq(const struct store *s);
+int store_sync_failed_upto(const struct store *s, uint64_t seq);
+struct store_sync_stats {
+	int64_t syncs;   /* syncs run */
+	int64_t failed;  /* of which failed */
+	int64_t commits; /* commits they made durable */
+	int64_t pending; /* commits waiting for one now */
+	double seconds;  /* time the syncs took */
+};
+void store_sync_stats(const struct store *s, struct store_sync_stats *out);
+/* The connection's PRAGMA synchronous (2: FULL, 1: NORMAL), or GWB_EDB. */
+int store_synchronous(struct store *s);
+
 /* Checkpoints the WAL without waiting for anyone: PASSIVE, or TRUNCATE (truncate 1: the WAL
  * file emptied, for idle moments). 0 when every frame reached the database, GWB_EBUSY when a
  * reader or another writer kept part of it (retried on the next call), GWB_EUNAVAIL when the

@@ -68,7 +68,36 @@ struct store {
 	 * the batch fails with it and the batch's commit returns it: no unit may run outside
 	 * the batch's transaction, where its RELEASE would be a commit of its own. */
 	int batch_lost;
+	/* Durability (server/store_sync.c). commit_seq counts the commits; durable_seq is the
+	 * last one known to be on the disk: a commit with synchronous=FULL makes every commit
+	 * up to it durable, a batch committed by store_batch_commit_later waits for the sync
+	 * thread. sync is NULL until store_sync_start. */
+	struct store_sync *sync;
+	uint64_t commit_seq, durable_seq;
+	uint64_t sync_error_upto; /* commits up to it were covered by a sync that failed */
+	int batch_later;          /* the open batch is store_batch_begin_later's */
+	/* The smallest outbox row id written by the open transaction (the update hook), by
+	 * commits the running sync covers, and by later commits: 0 for none. Rows from the
+	 * smallest of the last two on are not yet durable, and the relay does not see them. */
+	int64_t ob_txn_min, ob_min_inflight, ob_min_next;
 };
+
+/* The smaller of two row ids, 0 standing for none. */
+static inline int64_t store_min_id(int64_t a, int64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* Marks every commit so far durable (a FULL commit, or a sync that covered them all). */
+void store_durable_all(struct store *s);
+/* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */
+int64_t store_outbox_gate(const struct store *s);
+/* Closes a batch of store_batch_begin_later: synchronous=FULL again, and a sync asked for
+ * when it committed. Nothing for another batch. */
+void store_batch_later_end(struct store *s, int committed);
+/* Installs the connection's update hook (store_open does). */
+void store_outbox_hook(struct store *s);
+
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
 /* The task SELECT: the columns of TASK_COLUMNS in order (the trailing NULL closes the list),

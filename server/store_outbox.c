@@ -22,10 +22,12 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
 		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
 		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON t.id = o.task_id "
-		   "WHERE o.published_at IS NULL ORDER BY o.id LIMIT ?");
+		   "WHERE o.published_at IS NULL AND o.id < ? ORDER BY o.id LIMIT ?");
 	if (!st)
 		return GWB_EDB;
-	sqlite3_bind_int(st, 1, max);
+	/* Rows of commits not yet durable wait (server/store_sync.c). */
+	sqlite3_bind_int64(st, 1, store_outbox_gate(s));
+	sqlite3_bind_int(st, 2, max);
 	int n = 0, rc;
 	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct q_intent *in = &out[n++];
@@ -94,20 +96,28 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n)
 
 /* ---- the insert watcher ---- */
 
+/* The connection's update hook (installed at open): notes the outbox rows the open
+ * transaction writes, for the durability gate, and tells the watcher. */
 static void on_update(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 row)
 {
 	(void)dbname;
-	(void)row;
 	struct store *s = arg;
-	if (op == SQLITE_INSERT && s->outbox_fn && strcmp(table, "outbox") == 0)
+	if (op != SQLITE_INSERT || strcmp(table, "outbox") != 0)
+		return;
+	s->ob_txn_min = store_min_id(s->ob_txn_min, row);
+	if (s->outbox_fn)
 		s->outbox_fn(s->outbox_arg);
+}
+
+void store_outbox_hook(struct store *s)
+{
+	sqlite3_update_hook(s->db, on_update, s);
 }
 
 void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg)
 {
 	s->outbox_fn = fn;
 	s->outbox_arg = arg;
-	sqlite3_update_hook(s->db, fn ? on_update : NULL, fn ? s : NULL);
 }
 
 /* ---- intent outcomes ---- */

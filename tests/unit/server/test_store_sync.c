@@ -1,0 +1,136 @@
+/* Durable later (server/store_sync.c) against a real SQLite file and the real sync thread: a
+ * batch opened with store_batch_begin_later commits without being durable, its intents stay
+ * out of the relay's sight until the thread's sync ends, and the relay is woken then; a
+ * commit with synchronous=FULL makes every earlier one durable; the connection is back to
+ * synchronous=FULL after each such batch; stopping the thread syncs what still waits. */
+#include <poll.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+#include "queue/codec.h"
+#include "server/store.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/t.h"
+
+__attribute__((constructor)) static void quiet(void)
+{
+	log_level_min = LOG_WARN;
+}
+
+static struct store *open_store(const char *path)
+{
+	struct store *s = NULL;
+	char err[256];
+	int rc = store_open_ex(&s, path, 10000, 0, 1 << 20, err, sizeof err);
+	CHECKF(rc == 0, "store_open_ex: %s", err);
+	return s;
+}
+
+static void close_store(void *arg)
+{
+	store_close(arg);
+}
+
+static int woken;
+static void on_outbox(void *arg)
+{
+	(void)arg;
+	woken++;
+}
+
+static int unpublished(struct store *s)
+{
+	struct q_intent in[16];
+	int n = store_outbox_unpublished(s, in, 16);
+	CHECK(n >= 0);
+	return n;
+}
+
+/* Waits for the thread's answer and hands it to the store, as the server's loop does. */
+static void wait_sync(struct store *s)
+{
+	struct pollfd p = { store_sync_fd(s), POLLIN, 0 };
+	CHECK_INT(poll(&p, 1, 10000), 1);
+	CHECK_INT(store_sync_done(s), 0);
+}
+
+static void submit_later(struct store *s, const char *name)
+{
+	struct task_req q = { "alpha", name, 16, 1, 1, 60, "LS", "normal" };
+	struct submit_result res;
+	CHECK_INT(store_batch_begin_later(s), 0);
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+}
+
+TEST(store_sync_batch_durable_after_the_thread_and_intents_wait_for_it)
+{
+	struct store *s = open_store(h_path("s.db"));
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 100000, 1000, NULL, 1, &created), 0);
+	store_outbox_watch(s, on_outbox, NULL);
+	CHECK_INT(store_sync_start(s), 0);
+	uint64_t before = store_commit_seq(s);
+	CHECK(store_durable_seq(s) == before);
+
+	woken = 0;
+	submit_later(s, "one");
+	CHECK(store_commit_seq(s) == before + 1);
+	CHECK(store_durable_seq(s) == before); /* committed, not yet known to be on the disk */
+	CHECK_INT(store_synchronous(s), 2);          /* FULL again for every other write */
+	CHECK_INT(unpublished(s), 0);          /* the relay does not see its intent yet */
+	int at_insert = woken;
+	wait_sync(s);
+	CHECK(store_durable_seq(s) == before + 1);
+	CHECK_INT(woken, at_insert + 1); /* the relay is woken for it */
+	CHECK_INT(unpublished(s), 1);
+
+	struct store_sync_stats st;
+	store_sync_stats(s, &st);
+	CHECK_INT(st.syncs, 1);
+	CHECK_INT(st.failed, 0);
+	CHECK_INT(st.pending, 0);
+}
+
+TEST(store_sync_full_commit_makes_earlier_ones_durable)
+{
+	struct store *s = open_store(h_path("f.db"));
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 100000, 1000, NULL, 1, &created), 0);
+	CHECK_INT(store_sync_start(s), 0);
+	submit_later(s, "one");
+	CHECK(store_durable_seq(s) < store_commit_seq(s));
+	CHECK_INT(unpublished(s), 0);
+	/* A commit outside such a batch syncs inside SQLite, and with it everything before. */
+	struct task_req q = { "alpha", "two", 16, 1, 1, 60, "LS", "normal" };
+	struct submit_result res;
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	CHECK(store_durable_seq(s) == store_commit_seq(s));
+	CHECK_INT(unpublished(s), 2);
+	/* The sync the first batch asked for still ends, and changes nothing. */
+	uint64_t durable = store_durable_seq(s);
+	wait_sync(s);
+	CHECK(store_durable_seq(s) == durable);
+}
+
+TEST(store_sync_stop_syncs_what_waits)
+{
+	const char *db = h_path("t.db");
+	struct store *s = open_store(db);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 100000, 1000, NULL, 1, &created), 0);
+	CHECK_INT(store_sync_start(s), 0);
+	for (int i = 0; i < 5; i++)
+		submit_later(s, "many");
+	store_sync_stop(s);
+	CHECK(store_durable_seq(s) == store_commit_seq(s));
+	CHECK_INT(store_sync_fd(s), -1);
+	/* Without the thread a later batch is durable when its commit returns. */
+	submit_later(s, "after");
+	CHECK(store_durable_seq(s) == store_commit_seq(s));
+	CHECK_INT(unpublished(s), 6);
+}
