@@ -41,16 +41,16 @@ struct store_sync {
 	char dir[PATH_MAX];
 	int wal_fd; /* the thread's own */
 	/* The loop's side. */
-	int busy;            /* a sync is running */
-	uint64_t target;     /* the commit it covers */
+	int busy;        /* a sync is running */
+	uint64_t target; /* the commit it covers */
 	int64_t syncs, failed;
 	int64_t commits_synced; /* commits made durable by the syncs */
 	int64_t us_total;       /* time the syncs took */
 };
 
 struct sync_result {
-	int err;        /* 0, or the errno of the open or the fdatasync */
-	int64_t us;     /* how long it took */
+	int err;    /* 0, or the errno of the open or the fdatasync */
+	int64_t us; /* how long it took */
 };
 
 /* ---- the thread ---- */
@@ -99,7 +99,7 @@ static void *sync_main(void *arg)
 			continue;
 		if (n <= 0)
 			break; /* the loop closed its end: stop */
-		struct sync_result r = { 0, 0 };
+		struct sync_result r = {0, 0};
 		int64_t t0 = mono_us();
 		r.err = wal_open(sy);
 		if (r.err == 0 && fdatasync(sy->wal_fd) < 0)
@@ -188,7 +188,7 @@ void store_sync_stop(struct store *s)
 		if (err) {
 			s->sync_error_upto = s->commit_seq;
 			log_error("store", "wal_sync_failed", "error=%s wal=%s",
-				  log_q(strerror(err)), log_q(sy->wal));
+			          log_q(strerror(err)), log_q(sy->wal));
 		}
 		store_durable_all(s);
 	}
@@ -250,7 +250,7 @@ int store_sync_done(struct store *s)
 			rc = GWB_EIO;
 			s->sync_error_upto = sy->target;
 			log_error("store", "wal_sync_failed", "error=%s wal=%s",
-				  log_q(strerror(r.err)), log_q(sy->wal));
+			          log_q(strerror(r.err)), log_q(sy->wal));
 		}
 		if (sy->target > s->durable_seq) {
 			sy->commits_synced += (int64_t)(sy->target - s->durable_seq);
@@ -269,8 +269,8 @@ int store_sync_done(struct store *s)
  * refuses it inside one): 0 or GWB_EDB. */
 static int pragma_sync(struct store *s, int full)
 {
-	sqlite3_stmt *st = store_stmt(s, full ? "PRAGMA synchronous=FULL"
-					      : "PRAGMA synchronous=NORMAL");
+	sqlite3_stmt *st =
+	    store_stmt(s, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 	return st ? store_step_done(s, st) : GWB_EDB;
 }
 

@@ -50,14 +50,14 @@ static int unpublished(struct store *s)
 /* Waits for the thread's answer and hands it to the store, as the server's loop does. */
 static void wait_sync(struct store *s)
 {
-	struct pollfd p = { store_sync_fd(s), POLLIN, 0 };
+	struct pollfd p = {store_sync_fd(s), POLLIN, 0};
 	CHECK_INT(poll(&p, 1, 10000), 1);
 	CHECK_INT(store_sync_done(s), 0);
 }
 
 static void submit_later(struct store *s, const char *name)
 {
-	struct task_req q = { "alpha", name, 16, 1, 1, 60, "LS", "normal" };
+	struct task_req q = {"alpha", name, 16, 1, 1, 60, "LS", "normal"};
 	struct submit_result res;
 	CHECK_INT(store_batch_begin_later(s), 0);
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
@@ -79,7 +79,7 @@ TEST(store_sync_batch_durable_after_the_thread_and_intents_wait_for_it)
 	submit_later(s, "one");
 	CHECK(store_commit_seq(s) == before + 1);
 	CHECK(store_durable_seq(s) == before); /* committed, not yet known to be on the disk */
-	CHECK_INT(store_synchronous(s), 2);          /* FULL again for every other write */
+	CHECK_INT(store_synchronous(s), 2);    /* FULL again for every other write */
 	CHECK_INT(unpublished(s), 0);          /* the relay does not see its intent yet */
 	int at_insert = woken;
 	wait_sync(s);
@@ -105,7 +105,7 @@ TEST(store_sync_full_commit_makes_earlier_ones_durable)
 	CHECK(store_durable_seq(s) < store_commit_seq(s));
 	CHECK_INT(unpublished(s), 0);
 	/* A commit outside such a batch syncs inside SQLite, and with it everything before. */
-	struct task_req q = { "alpha", "two", 16, 1, 1, 60, "LS", "normal" };
+	struct task_req q = {"alpha", "two", 16, 1, 1, 60, "LS", "normal"};
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK(store_durable_seq(s) == store_commit_seq(s));
