@@ -10,6 +10,7 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/http.h"
@@ -132,12 +133,33 @@ static json_t *pair(int64_t mem, int64_t core)
 			 (json_int_t)core);
 }
 
+/* The task's detail view as the body of status: written as text when it can be, else
+ * built and dumped (the same bytes either way). */
+static void reply_view(struct req *r, int status, const struct task *t)
+{
+	struct jw w;
+	jw_init(&w);
+	if (api_task_view_write(t, 1, &w) == 0) {
+		http_reply_json_text(r, status, w.buf, w.len);
+		jw_free(&w);
+		return;
+	}
+	jw_free(&w);
+	json_t *view = api_task_detail_view(t);
+	if (view)
+		http_reply_json(r, status, view);
+	else /* jansson refused a text (the parser let it in) */
+		http_reply_error(r, 500, "internal", "the task cannot be shown", NULL);
+}
+
 static void reply_task(struct req *r, int status, const char *id)
 {
-	json_t *t = api_task_detail(r->api->store, id);
-	if (!t)
-		return http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
-	http_reply_json(r, status, t);
+	struct task *t = gwb_malloc(sizeof *t);
+	if (store_task_load(r->api->store, id, t) == 0)
+		reply_view(r, status, t);
+	else
+		http_reply_error(r, 500, "internal", "the task cannot be read back", NULL);
+	gwb_free(t);
 }
 
 static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
@@ -241,7 +263,7 @@ static void dry_run(struct req *r, const struct task_req *q)
 }
 
 /* A submission waiting for the group commit: the parsed body (q's strings point into it) and
- * the decision, once made: for a new task, its view shaped from the row as inserted. */
+ * the decision, once made: for a new task, the row as inserted, shaped for the 201. */
 struct submit_ctx {
 	json_t *body;
 	struct task_req q;
@@ -251,26 +273,20 @@ struct submit_ctx {
 	int64_t now_ms, ttl_ms;
 	int rc;
 	struct submit_result res;
-	json_t *view;
-	int view_sorted; /* api_task_view_sorted of its task */
+	struct task *row; /* a new task's row as the decision inserted it */
 };
 
 static void submit_decide(struct req *r, void *arg)
 {
 	struct submit_ctx *c = arg;
-	struct task *t = gwb_malloc(sizeof *t);
+	/* The 201 shows the task as this decision wrote it: nothing else acts on a new task
+	 * before its answer (its id is not known yet, and its intent waits in the outbox for the
+	 * commit to be durable), so reading it back would give the same bytes for the price of
+	 * a read transaction. A batch decided again overwrites the row. */
+	if (!c->row)
+		c->row = gwb_malloc(sizeof *c->row);
 	c->rc = store_task_submit_row(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
-				      c->now_ms, c->ttl_ms, &c->res, t);
-	/* The 201 shows the task as this decision wrote it: nothing else can change it before
-	 * the reply (the reply follows the COMMIT in the same callback, and the id is new), so
-	 * reading it back would give the same bytes for the price of a read transaction. */
-	json_decref(c->view); /* a batch decided again replaces the first outcome */
-	c->view = NULL;
-	if (c->rc == 0 && !c->res.replayed) {
-		c->view = api_task_detail_view(t);
-		c->view_sorted = api_task_view_sorted(t);
-	}
-	gwb_free(t);
+				      c->now_ms, c->ttl_ms, &c->res, c->row);
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)
@@ -290,20 +306,14 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 	log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
 		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
 		 (long long)c->res.req_core);
-	if (c->view) {
-		/* Takes the view. A new task has no annotation or diagnosis yet: always sorted. */
-		(c->view_sorted ? http_reply_json_sorted : http_reply_json)(r, 201, c->view);
-		c->view = NULL;
-	} else { /* jansson refused a text (the parser let it in): stored all the same */
-		http_reply_error(r, 500, "internal", "the task cannot be shown", NULL);
-	}
+	reply_view(r, 201, c->row);
 	api_task_changed(r->api, c->res.task_id);
 }
 
 static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
-	json_decref(c->view); /* still here when the batch failed */
+	gwb_free(c->row);
 	json_decref(c->body);
 	gwb_free(c);
 }
@@ -371,9 +381,27 @@ static int query_int(struct req *r, const char *name, int64_t min, int64_t max, 
 	return 0;
 }
 
+/* One task of a list, into the tasks array being written: as text, or (a view with parts
+ * from outside text) built and dumped as every reply is, then added as it is. */
 static void list_one(void *arg, const struct task *t)
 {
-	json_array_append_new(arg, api_task_view(t));
+	struct jw *w = arg;
+	size_t mark = w->len;
+	int depth = w->depth, had = w->has_member[depth - 1];
+	if (api_task_view_write(t, 0, w) == 0)
+		return;
+	w->len = mark; /* the partial text goes */
+	w->depth = depth;
+	w->has_member[depth - 1] = (unsigned char)had;
+	w->failed = 0;
+	json_t *view = api_task_view(t);
+	char *text = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(view);
+	if (text)
+		jw_raw(w, text, strlen(text));
+	else
+		w->failed = 1; /* jansson refused a text too */
+	gwb_free(text); /* jansson allocates through gwb_malloc (lib/alloc.c) */
 }
 
 void api_tasks_list(struct req *r)
@@ -401,17 +429,35 @@ void api_tasks_list(struct req *r)
 			return;
 		team = r->team; /* a team token lists its own team's tasks only */
 	}
-	json_t *tasks = json_array();
+	/* {"next_cursor": ..., "tasks": [...]}: the keys in the order every reply has them; the
+	 * cursor is known once the list is read, so the array is written first. */
+	struct jw tasks;
+	jw_init(&tasks);
+	jw_arr_begin(&tasks);
 	int64_t next;
-	if (store_task_list(r->api->store, team, state, cursor, (int)limit, list_one, tasks,
-			    &next)) {
-		json_decref(tasks);
+	int rc = store_task_list(r->api->store, team, state, cursor, (int)limit, list_one,
+				 &tasks, &next);
+	jw_arr_end(&tasks);
+	if (rc || !jw_ok(&tasks)) {
+		jw_free(&tasks);
 		return http_reply_error(r, 500, "internal", "the tasks cannot be listed", NULL);
 	}
+	struct jw w;
+	jw_init(&w);
+	jw_obj_begin(&w);
+	jw_key(&w, "next_cursor");
 	char nc[32];
 	snprintf(nc, sizeof nc, "%lld", (long long)next);
-	http_reply_json(r, 200, json_pack("{s:o, s:o}", "tasks", tasks, "next_cursor",
-					  next ? json_string(nc) : json_null()));
+	if (next)
+		jw_str(&w, nc);
+	else
+		jw_null(&w);
+	jw_key(&w, "tasks");
+	jw_raw(&w, tasks.buf, tasks.len);
+	jw_obj_end(&w);
+	jw_free(&tasks);
+	http_reply_json_text(r, 200, w.buf, w.len);
+	jw_free(&w);
 }
 
 /* Checks the id and that the caller may see the task. Returns 1, or 0 after replying. */

@@ -5,6 +5,7 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/devalloc.h"
+#include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "server/http.h"
 
@@ -92,6 +93,9 @@ static json_t *integer(int64_t v)
 	return json_integer((json_int_t)v);
 }
 
+#define USAGE_REASON                                                                      \
+	"no usage collector is configured; quota and allocation are budgets, not measurements"
+
 /* usage is the same for every task: no collector is configured, usage is a measurement and
  * nothing measures it. Built once; each view takes a reference (the object is never changed
  * after it is made). */
@@ -100,8 +104,7 @@ static json_t *usage_unknown(void)
 	static json_t *usage;
 	if (!usage) {
 		usage = json_object();
-		set(usage, "reason", json_string("no usage collector is configured; quota and "
-						 "allocation are budgets, not measurements"));
+		set(usage, "reason", json_string(USAGE_REASON));
 		set(usage, "status", json_string("unknown"));
 	}
 	return json_incref(usage);
@@ -174,6 +177,138 @@ static json_t *task_view(const struct task *t, int with_cancel)
 							     : time_of(1, t->updated_at));
 	set(o, "usage", usage_unknown());
 	return o;
+}
+
+/* ---- the same view as text ---- */
+
+static void w_time(struct jw *w, int has, int64_t ms)
+{
+	if (!has)
+		return jw_null(w);
+	char buf[40];
+	jw_str(w, clock_fmt_rfc3339_ms(ms, buf, sizeof buf));
+}
+
+int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
+{
+	if (!api_task_view_sorted(t))
+		return -1;
+	/* Member by member what task_view builds, in the same (sorted) order. */
+	char created[40];
+	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
+	int has_pod = t->pod_name[0] != '\0';
+	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
+			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
+	jw_obj_begin(w);
+	jw_key(w, "allocation");
+	jw_null(w); /* api_task_view_sorted: no annotation */
+	if (with_cancel) {
+		jw_key(w, "cancel_requested_at");
+		w_time(w, t->has_cancel_requested_at, t->cancel_requested_at);
+	}
+	jw_key(w, "created_at");
+	jw_str(w, created);
+	jw_key(w, "id");
+	jw_text(w, t->id);
+	jw_key(w, "idempotency_key");
+	jw_text(w, t->idempotency_key);
+	jw_key(w, "job");
+	jw_obj_begin(w);
+	jw_key(w, "cluster_uid");
+	jw_text(w, t->cluster_uid);
+	jw_key(w, "name");
+	jw_text(w, t->job_name);
+	jw_key(w, "suspended");
+	jw_bool(w, t->job_suspended);
+	jw_key(w, "uid");
+	jw_text(w, t->job_uid);
+	jw_obj_end(w);
+	jw_key(w, "name");
+	jw_text(w, t->name);
+	jw_key(w, "pending");
+	jw_null(w); /* api_task_view_sorted: no scheduler message or diagnosis */
+	jw_key(w, "pod");
+	jw_obj_begin(w);
+	jw_key(w, "deadline_at");
+	w_time(w, t->has_pod_deadline_at, t->pod_deadline_at);
+	jw_key(w, "deletion_timestamp");
+	jw_text(w, t->pod_deleted_at);
+	jw_key(w, "exit_code");
+	if (t->has_exit_code)
+		jw_int(w, t->exit_code);
+	else
+		jw_null(w);
+	jw_key(w, "name");
+	jw_text(w, t->pod_name);
+	jw_key(w, "node");
+	jw_text(w, t->pod_node);
+	jw_key(w, "phase");
+	jw_text(w, t->pod_phase);
+	jw_key(w, "reason");
+	if (has_pod)
+		jw_text(w, t->reason);
+	else
+		jw_null(w);
+	jw_key(w, "terminating");
+	jw_bool(w, terminating);
+	jw_key(w, "uid");
+	jw_text(w, t->pod_uid);
+	jw_obj_end(w);
+	jw_key(w, "reason");
+	jw_text(w, t->reason);
+	jw_key(w, "reason_detail");
+	json_t *detail = reason_detail(t);
+	if (json_is_string(detail))
+		jw_str(w, json_string_value(detail));
+	else
+		jw_null(w);
+	json_decref(detail);
+	jw_key(w, "request");
+	jw_obj_begin(w);
+	jw_key(w, "duration_seconds");
+	jw_int(w, t->duration_seconds);
+	jw_key(w, "experiment");
+	jw_text(w, t->experiment);
+	jw_key(w, "gpu_core_percent");
+	jw_int(w, t->gpu_core_percent);
+	jw_key(w, "gpu_count");
+	jw_int(w, t->gpu_count);
+	jw_key(w, "gpu_memory_mib");
+	jw_int(w, t->gpu_memory_mib);
+	jw_key(w, "qos");
+	jw_text(w, t->qos);
+	jw_obj_end(w);
+	jw_key(w, "reservation");
+	jw_obj_begin(w);
+	jw_key(w, "gpu_core_percent");
+	jw_int(w, t->reserved_core_percent);
+	jw_key(w, "gpu_memory_mib");
+	jw_int(w, t->reserved_mem_mib);
+	jw_key(w, "release_reason");
+	jw_text(w, t->release_reason);
+	jw_key(w, "released");
+	jw_bool(w, t->released);
+	jw_key(w, "released_at");
+	w_time(w, t->has_released_at, t->released_at);
+	jw_obj_end(w);
+	jw_key(w, "state");
+	jw_str(w, task_state_name(t->state));
+	jw_key(w, "team");
+	jw_text(w, t->team);
+	jw_key(w, "updated_at");
+	if (t->updated_at == t->created_at)
+		jw_str(w, created);
+	else
+		w_time(w, 1, t->updated_at);
+	jw_key(w, "usage");
+	jw_obj_begin(w);
+	jw_key(w, "reason");
+	jw_str(w, USAGE_REASON);
+	jw_key(w, "status");
+	jw_str(w, "unknown");
+	jw_obj_end(w);
+	jw_obj_end(w);
+	return w->failed ? -1 : 0;
 }
 
 json_t *api_task_view(const struct task *t)

@@ -81,6 +81,8 @@ static int dump_into(struct evbuffer *buf, const json_t *body, size_t flags)
 /* The text of every JSON reply: compact, keys sorted (as jx_dump writes it). */
 #define REPLY_FLAGS (JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
 
+static void reply_buf(struct req *r, int status, struct evbuffer *buf);
+
 static void reply_json(struct req *r, int status, json_t *body, size_t flags)
 {
 	struct evbuffer *buf = evbuffer_new();
@@ -92,6 +94,21 @@ static void reply_json(struct req *r, int status, json_t *body, size_t flags)
 		status = 500;
 	}
 	json_decref(body);
+	reply_buf(r, status, buf);
+}
+
+void http_reply_json_text(struct req *r, int status, const char *text, size_t len)
+{
+	struct evbuffer *buf = evbuffer_new();
+	evbuffer_add(buf, text, len);
+	evbuffer_add(buf, "\n", 1);
+	http_add_header(r, "Content-Type", "application/json");
+	reply_buf(r, status, buf);
+}
+
+/* Sends buf (the body) with status, and counts the reply. */
+static void reply_buf(struct req *r, int status, struct evbuffer *buf)
+{
 	http_add_header(r, "Cache-Control", "no-store");
 	if (status >= 200 && status < 600)
 		r->api->replies[status / 100]++;
@@ -107,12 +124,6 @@ static void reply_json(struct req *r, int status, json_t *body, size_t flags)
 void http_reply_json(struct req *r, int status, json_t *body)
 {
 	reply_json(r, status, body, REPLY_FLAGS);
-}
-
-void http_reply_json_sorted(struct req *r, int status, json_t *body)
-{
-	/* Sorting the keys is a quarter of jansson's dump; they are in order already. */
-	reply_json(r, status, body, REPLY_FLAGS & ~(size_t)JSON_SORT_KEYS);
 }
 
 void http_reply_error(struct req *r, int status, const char *code, const char *message,

@@ -131,9 +131,8 @@ void http_reply_store_error(struct req *r, int rc, const char *message);
 
 /* Sends status with body (stolen; may be NULL for no body) as application/json. */
 void http_reply_json(struct req *r, int status, json_t *body);
-/* http_reply_json for a body whose objects hold their keys in sorted order already, at every
- * depth (the same text, dumped without sorting it again). */
-void http_reply_json_sorted(struct req *r, int status, json_t *body);
+/* Replies with status and the JSON text[0..len) (a newline is added, as to every body). */
+void http_reply_json_text(struct req *r, int status, const char *text, size_t len);
 /* Sends {"error": {"code": code, "message": message, ...details}}; details is stolen and may be
  * NULL. */
 void http_reply_error(struct req *r, int status, const char *code, const char *message,
@@ -165,8 +164,14 @@ json_t *api_task_detail(struct store *s, const char *id);
 json_t *api_task_detail_view(const struct task *t);
 /* 1 when the views of t are built with every key in sorted order, at every depth (true
  * unless t has an allocation annotation or a pending message or diagnosis, whose JSON keeps
- * the order it was stored in), so they may be sent with http_reply_json_sorted. */
+ * the order it was stored in), so that api_task_view_write can write them. */
 int api_task_view_sorted(const struct task *t);
+struct jw;
+/* Appends to w the text of api_task_view (with_cancel 0) or api_task_detail_view (1) of t,
+ * byte for byte what dumping that view gives (compact, keys sorted), without building it:
+ * 0, or -1 when the view has parts shaped from outside text (api_task_view_sorted is 0) or a
+ * text is not valid UTF-8; then w holds a partial text and the caller dumps the view. */
+int api_task_view_write(const struct task *t, int with_cancel, struct jw *w);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);

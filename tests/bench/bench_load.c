@@ -258,6 +258,15 @@ int main(void)
 	h_redis_start(&redis);
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
+	/* GWB_BENCH_KUBESIM_ARGS: extra kubesim flags, split at spaces (at most 16). */
+	static char ks_args[1024];
+	e = getenv("GWB_BENCH_KUBESIM_ARGS");
+	snprintf(ks_args, sizeof ks_args, "%s", e ? e : "");
+	int nargs = 0;
+	for (char *save = NULL, *a = strtok_r(ks_args, " ", &save); a && nargs < 16;
+	     a = strtok_r(NULL, " ", &save))
+		ks.args[nargs++] = a;
+	ks.args[nargs] = NULL;
 	h_kubesim_start(&ks);
 	char env_kube[300], env_redis[PATH_MAX + 32];
 	h_server_init(&srv);
@@ -285,6 +294,10 @@ int main(void)
 	       TASK_SECONDS, s, why);
 	printf("capacity bound: %ld / %ld x %d s = %.1f s; drain capped at %.0f s\n", tasks, s,
 	       TASK_SECONDS, bound, cap);
+	const char *qps = getenv("GWB_KUBE_QPS"), *burst = getenv("GWB_KUBE_BURST");
+	printf("gwb-server kube.qps %s, kube.burst %s; kubesim flags: %s\n",
+	       qps ? qps : "50 (default)", burst ? burst : "100 (default)",
+	       nargs ? getenv("GWB_BENCH_KUBESIM_ARGS") : "(defaults)");
 
 	e = getenv("GWB_BENCH_LOAD_KILLS");
 	long kills = e ? strtol(e, NULL, 10) : 0;

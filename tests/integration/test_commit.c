@@ -133,6 +133,7 @@ static int mixed_batch(const char *url, const char *db, int attempt)
 
 	double batches0 = h_metric(url, "gwb_store_batches_total", NULL);
 	double held0 = h_metric(url, "gwb_store_batch_requests_total", NULL);
+	double syncs0 = h_metric(url, "gwb_store_wal_syncs_total", NULL);
 	/* Every connection is open before the first byte goes: the server reads them in one
 	 * or two loop turns. */
 	int fds[B_N];
@@ -146,6 +147,9 @@ static int mixed_batch(const char *url, const char *db, int attempt)
 		st[i] = read_answer(fds[i], ans[i], sizeof ans[i], &bodies[i]);
 	double batches = h_metric(url, "gwb_store_batches_total", NULL) - batches0;
 	double held = h_metric(url, "gwb_store_batch_requests_total", NULL) - held0;
+	/* The answers came after the sync thread's fdatasync of the WAL, not before it. */
+	CHECK(h_metric(url, "gwb_store_wal_syncs_total", NULL) - syncs0 >= 1);
+	CHECK_INT((long long)h_metric(url, "gwb_store_commits_not_durable", NULL), 0);
 
 	CHECKF(st[B_V1] == 201, "plain: %d %s", st[B_V1], bodies[B_V1]);
 	/* Two with one key: the first creates, the second replays it. */

@@ -77,6 +77,8 @@ struct proc {
 	int first_start;     /* STARTING: the first start (its report records the event) */
 	int stop_pending;    /* STARTING: a stop was asked; kill_at_ms holds its deadline */
 	int just_started;    /* a start was reported: the next pass writes the pod's status */
+	int settled;         /* EXITED in a pod that ended: nothing is left for a pass to do
+			      * until the pod changes (a deletion), so the timed pass skips it */
 	struct proc *next;
 	struct proc *uid_next; /* the other containers of the same pod */
 };
@@ -200,6 +202,7 @@ static void reap(struct kubelet *k)
 				continue;
 			proc_exited(k, p, st);
 			claimed = 1;
+			break; /* one live container has this pid */
 		}
 		if (!claimed)
 			early_exit_keep(k, pid, st);
@@ -1017,8 +1020,11 @@ static int enforce_deadline(struct kubelet *k, const json_t *pod)
 static void sync_pod(struct kubelet *k, const json_t *pod)
 {
 	int terminal = obj_pod_terminal(pod);
-	if (terminal && !obj_deleting(pod))
+	if (terminal && !obj_deleting(pod)) {
+		for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next)
+			p->settled = p->state == C_EXITED;
 		return;
+	}
 	int any_proc = 0, all_exited = 1;
 	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
 		any_proc = 1;
@@ -1063,7 +1069,7 @@ void kubelet_sync(struct kubelet *k)
 	 * back-offs, a cleared stuck_terminating fault). An exit is marked by reap. */
 	int live = 0;
 	for (struct proc *p = k->procs; p; p = p->next)
-		if (full || p->state == C_TERMINATING) {
+		if ((full && !p->settled) || p->state == C_TERMINATING) {
 			mark_key(k, p->ns, p->pod);
 			live += p->state == C_TERMINATING;
 		}
@@ -1093,10 +1099,16 @@ void kubelet_sync(struct kubelet *k)
 	gwb_free(keys);
 	if (!full && !k->gone && !live)
 		return;
+	int gone = k->gone;
 	k->gone = 0;
-	/* Containers whose pod is gone (force-deleted, or re-created with a new uid). */
+	/* Containers whose pod is gone (force-deleted, or re-created with a new uid). A settled
+	 * container's pod can only go by a deletion, which sets gone. */
 	for (struct proc **pp = &k->procs; *pp;) {
 		struct proc *p = *pp;
+		if (p->settled && !gone) {
+			pp = &p->next;
+			continue;
+		}
 		json_t *pod = store_get(k->ks->store, RES_PODS, p->ns, p->pod);
 		int alive = pod && !strcmp(obj_uid(pod), p->uid);
 		if (alive) {

@@ -1,10 +1,12 @@
 /* The API's view of a task (server/api_taskview.c): built with every key in sorted order, so
  * that a view api_task_view_sorted vouches for dumps to the same text with or without jansson
- * sorting it; tasks in several states and with every optional part are checked. */
+ * sorting it; and written as text by api_task_view_write, byte for byte what jansson dumps
+ * (escapes, non-ASCII, every optional part), refusing what jansson would refuse. */
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/jsonw.h"
 #include "server/http.h"
 #include "tests/harness/t.h"
 
@@ -39,6 +41,77 @@ static void same_unsorted(const struct task *t, int detail)
 	sorted[n] = as_built[m] = '\0';
 	CHECKF(strcmp(sorted, as_built) == 0, "sorted:   %s\nas built: %s", sorted, as_built);
 	json_decref(v);
+}
+
+/* The text api_task_view_write gives equals the view dumped as every reply is. */
+static void same_text(const struct task *t, int detail)
+{
+	json_t *v = detail ? api_task_detail_view(t) : api_task_view(t);
+	CHECK(v != NULL);
+	char *want = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	json_decref(v);
+	struct jw w;
+	jw_init(&w);
+	CHECK_INT(api_task_view_write(t, detail, &w), 0);
+	CHECK(jw_ok(&w));
+	CHECKF(w.len == strlen(want) && memcmp(w.buf, want, w.len) == 0,
+	       "jansson: %s\nwritten: %.*s", want, (int)w.len, w.buf);
+	jw_free(&w);
+	gwb_free(want); /* jansson allocates through gwb_malloc (lib/alloc.c) */
+}
+
+TEST(taskview_written_text_equals_the_dumped_view)
+{
+	struct task *t = task_new();
+	same_text(t, 0);
+	same_text(t, 1);
+	/* Every character class a text may hold: quotes, backslash, slash, controls (short and
+	 * \u forms), DEL, two-, three- and four-byte UTF-8. */
+	snprintf(t->name, sizeof t->name, "a\"b\\c/d\x01\x1f\b\f\n\r\t\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+	snprintf(t->idempotency_key, sizeof t->idempotency_key, "k\"1");
+	same_text(t, 1);
+	snprintf(t->job_uid, sizeof t->job_uid, "uid-j");
+	snprintf(t->cluster_uid, sizeof t->cluster_uid, "c-1");
+	snprintf(t->pod_name, sizeof t->pod_name, "gwb-t-abcdefgh2345-x");
+	snprintf(t->pod_uid, sizeof t->pod_uid, "uid-p");
+	snprintf(t->pod_node, sizeof t->pod_node, "node");
+	snprintf(t->pod_phase, sizeof t->pod_phase, "Running");
+	snprintf(t->pod_deleted_at, sizeof t->pod_deleted_at, "2026-11-30T21:00:00Z");
+	snprintf(t->reason, sizeof t->reason, "cancelled");
+	snprintf(t->release_reason, sizeof t->release_reason, "job_suspended");
+	t->has_exit_code = 1;
+	t->exit_code = -9;
+	t->job_suspended = 1;
+	t->released = 1;
+	t->has_released_at = 1;
+	t->released_at = 1764540009000;
+	t->has_cancel_requested_at = 1;
+	t->cancel_requested_at = 1764540005000;
+	t->updated_at = 1764540009001;
+	t->state = TASK_CANCELLED;
+	same_text(t, 0);
+	same_text(t, 1);
+	/* The reasons with a sentence, a Pod's deadline. */
+	snprintf(t->reason, sizeof t->reason, "%s", TASK_REASON_CLUSTER_WAIT);
+	t->has_pod_deadline_at = 1;
+	t->pod_deadline_at = 1764540060000;
+	t->state = TASK_UNKNOWN;
+	same_text(t, 1);
+	snprintf(t->reason, sizeof t->reason, "%s", TASK_REASON_CLUSTER_REPLACED);
+	same_text(t, 1);
+	/* What jansson would refuse (invalid UTF-8) and the parts from stored text are left to
+	 * the dump. */
+	struct jw w;
+	jw_init(&w);
+	snprintf(t->name, sizeof t->name, "bad\xc3");
+	CHECK_INT(api_task_view_write(t, 1, &w), -1);
+	jw_free(&w);
+	snprintf(t->name, sizeof t->name, "ok");
+	snprintf(t->allocation, sizeof t->allocation, "{}");
+	jw_init(&w);
+	CHECK_INT(api_task_view_write(t, 1, &w), -1);
+	jw_free(&w);
+	gwb_free(t);
 }
 
 TEST(taskview_keys_are_built_in_sorted_order)

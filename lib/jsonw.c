@@ -1,0 +1,193 @@
+/* JSON text writer: see jsonw.h. */
+#include "lib/jsonw.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/jsonx.h"
+
+void jw_init(struct jw *w)
+{
+	memset(w, 0, sizeof *w);
+}
+
+void jw_free(struct jw *w)
+{
+	gwb_free(w->buf);
+	w->buf = NULL;
+	w->len = w->cap = 0;
+}
+
+int jw_ok(const struct jw *w)
+{
+	return !w->failed && w->depth == 0;
+}
+
+static void put(struct jw *w, const char *s, size_t n)
+{
+	if (w->len + n > w->cap) {
+		size_t cap = w->cap ? w->cap : 1024;
+		while (cap < w->len + n)
+			cap *= 2;
+		w->buf = gwb_realloc(w->buf, cap);
+		w->cap = cap;
+	}
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+static void put_c(struct jw *w, char c)
+{
+	put(w, &c, 1);
+}
+
+/* Before a value: the comma between an array's elements (an object's come with the key). */
+static void value_start(struct jw *w)
+{
+	if (w->depth > 0 && w->is_array[w->depth - 1]) {
+		if (w->has_member[w->depth - 1])
+			put_c(w, ',');
+		w->has_member[w->depth - 1] = 1;
+	}
+}
+
+static void open_container(struct jw *w, char c, int array)
+{
+	value_start(w);
+	put_c(w, c);
+	if (w->depth >= JW_DEPTH_MAX) {
+		w->failed = 1;
+		return;
+	}
+	w->is_array[w->depth] = (unsigned char)array;
+	w->has_member[w->depth] = 0;
+	w->depth++;
+}
+
+static void close_container(struct jw *w, char c)
+{
+	put_c(w, c);
+	if (w->depth > 0)
+		w->depth--;
+	else
+		w->failed = 1;
+}
+
+void jw_obj_begin(struct jw *w)
+{
+	open_container(w, '{', 0);
+}
+
+void jw_obj_end(struct jw *w)
+{
+	close_container(w, '}');
+}
+
+void jw_arr_begin(struct jw *w)
+{
+	open_container(w, '[', 1);
+}
+
+void jw_arr_end(struct jw *w)
+{
+	close_container(w, ']');
+}
+
+void jw_key(struct jw *w, const char *key)
+{
+	if (w->depth > 0) {
+		if (w->has_member[w->depth - 1])
+			put_c(w, ',');
+		w->has_member[w->depth - 1] = 1;
+	}
+	put_c(w, '"');
+	put(w, key, strlen(key));
+	put(w, "\":", 2);
+}
+
+void jw_str(struct jw *w, const char *s)
+{
+	value_start(w);
+	size_t n = strlen(s);
+	if (!jx_utf8_valid(s, n, NULL)) {
+		w->failed = 1;
+		put(w, "null", 4);
+		return;
+	}
+	put_c(w, '"');
+	size_t run = 0; /* start of the bytes not yet copied */
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		put(w, s + run, i - run);
+		run = i + 1;
+		char esc[8];
+		switch (c) {
+		case '"':
+			put(w, "\\\"", 2);
+			break;
+		case '\\':
+			put(w, "\\\\", 2);
+			break;
+		case '\b':
+			put(w, "\\b", 2);
+			break;
+		case '\f':
+			put(w, "\\f", 2);
+			break;
+		case '\n':
+			put(w, "\\n", 2);
+			break;
+		case '\r':
+			put(w, "\\r", 2);
+			break;
+		case '\t':
+			put(w, "\\t", 2);
+			break;
+		default:
+			snprintf(esc, sizeof esc, "\\u%04X", (unsigned)c);
+			put(w, esc, 6);
+		}
+	}
+	put(w, s + run, n - run);
+	put_c(w, '"');
+}
+
+void jw_text(struct jw *w, const char *s)
+{
+	if (s[0])
+		jw_str(w, s);
+	else
+		jw_null(w);
+}
+
+void jw_int(struct jw *w, int64_t v)
+{
+	value_start(w);
+	char num[24];
+	int n = snprintf(num, sizeof num, "%lld", (long long)v);
+	put(w, num, (size_t)n);
+}
+
+void jw_bool(struct jw *w, int b)
+{
+	value_start(w);
+	if (b)
+		put(w, "true", 4);
+	else
+		put(w, "false", 5);
+}
+
+void jw_null(struct jw *w)
+{
+	value_start(w);
+	put(w, "null", 4);
+}
+
+void jw_raw(struct jw *w, const char *text, size_t len)
+{
+	value_start(w);
+	put(w, text, len);
+}

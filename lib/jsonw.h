@@ -1,0 +1,46 @@
+/* A JSON text writer for replies shaped often enough that building a jansson tree only to
+ * dump it costs more than the rest of the request: values are written straight into a
+ * growing buffer, compact, in the order the caller gives them. Strings are escaped exactly
+ * as jansson's dump escapes them (", \ and control characters; "/" and non-ASCII as they
+ * are), so a writer that emits keys in sorted order produces the same bytes as
+ * json_dumps(..., JSON_COMPACT | JSON_SORT_KEYS). A string that is not valid UTF-8 (which
+ * jansson would refuse) marks the writer failed: jw_ok says so, and the caller falls back. */
+#ifndef GWB_JSONW_H
+#define GWB_JSONW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define JW_DEPTH_MAX 16
+
+struct jw {
+	char *buf;
+	size_t len, cap;
+	int failed;
+	int depth;
+	/* Per open container: 1 for an array; whether a member was written yet. */
+	unsigned char is_array[JW_DEPTH_MAX], has_member[JW_DEPTH_MAX];
+};
+
+void jw_init(struct jw *w);
+/* Frees the buffer. */
+void jw_free(struct jw *w);
+/* 1 while every value could be written. */
+int jw_ok(const struct jw *w);
+
+void jw_obj_begin(struct jw *w);
+void jw_obj_end(struct jw *w);
+void jw_arr_begin(struct jw *w);
+void jw_arr_end(struct jw *w);
+/* A member's key (a literal of plain ASCII that needs no escape); its value follows. */
+void jw_key(struct jw *w, const char *key);
+void jw_str(struct jw *w, const char *s);
+/* The string, or null when it is "" (the store's empty text). */
+void jw_text(struct jw *w, const char *s);
+void jw_int(struct jw *w, int64_t v);
+void jw_bool(struct jw *w, int b);
+void jw_null(struct jw *w);
+/* A value already written as JSON text (text[0..len)), as it is. */
+void jw_raw(struct jw *w, const char *text, size_t len);
+
+#endif
