@@ -166,9 +166,17 @@ void jw_text(struct jw *w, const char *s)
 void jw_int(struct jw *w, int64_t v)
 {
 	value_start(w);
+	/* "%lld" without a format to parse: digits from the end of the buffer. */
 	char num[24];
-	int n = snprintf(num, sizeof num, "%lld", (long long)v);
-	put(w, num, (size_t)n);
+	char *p = num + sizeof num;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	put(w, p, (size_t)(num + sizeof num - p));
 }
 
 void jw_bool(struct jw *w, int b)

@@ -108,23 +108,40 @@ static int parse_submission(struct req *r, const json_t *body, struct task_req *
  * bodies that mean the same submission get the same fingerprint. */
 static void fingerprint(const struct task_req *q, char out[65])
 {
-	json_t *c = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "team", q->team, "name",
-			      q->name, "gpu_memory_mib", (json_int_t)q->gpu_memory_mib,
-			      "gpu_core_percent", (json_int_t)q->gpu_core_percent, "gpu_count",
-			      (json_int_t)q->gpu_count, "duration_seconds",
-			      (json_int_t)q->duration_seconds, "qos", q->qos, "experiment",
-			      q->experiment);
-	char *s = jx_dump(c);
+	/* The SHA-256 of the parameters as jx_dump writes them (compact, keys sorted), written
+	 * straight as that text (lib/jsonw.h gives the same bytes), so keys recorded by an
+	 * earlier build keep matching. */
+	struct jw w;
+	jw_init(&w);
+	if (q->team && q->name && q->qos && q->experiment) {
+		jw_obj_begin(&w);
+		jw_key(&w, "duration_seconds");
+		jw_int(&w, q->duration_seconds);
+		jw_key(&w, "experiment");
+		jw_str(&w, q->experiment);
+		jw_key(&w, "gpu_core_percent");
+		jw_int(&w, q->gpu_core_percent);
+		jw_key(&w, "gpu_count");
+		jw_int(&w, q->gpu_count);
+		jw_key(&w, "gpu_memory_mib");
+		jw_int(&w, q->gpu_memory_mib);
+		jw_key(&w, "name");
+		jw_str(&w, q->name);
+		jw_key(&w, "qos");
+		jw_str(&w, q->qos);
+		jw_key(&w, "team");
+		jw_str(&w, q->team);
+		jw_obj_end(&w);
+	}
 	unsigned char h[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)s, strlen(s), h);
+	SHA256((const unsigned char *)(w.buf ? w.buf : ""), jw_ok(&w) ? w.len : 0, h);
+	jw_free(&w);
 	static const char hex[] = "0123456789abcdef";
 	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
 		out[2 * i] = hex[h[i] >> 4];
 		out[2 * i + 1] = hex[h[i] & 15];
 	}
 	out[2 * SHA256_DIGEST_LENGTH] = '\0';
-	gwb_free(s);
-	json_decref(c);
 }
 
 static json_t *pair(int64_t mem, int64_t core)

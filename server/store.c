@@ -754,6 +754,22 @@ void store_new_task_id(char out[16])
 	out[14] = '\0';
 }
 
+int store_event_add_text(struct store *s, const char *task_id, int64_t now_ms, const char *type,
+			 const char *from_state, const char *to_state, const char *detail)
+{
+	sqlite3_stmt *st = store_stmt(s, "INSERT INTO task_events (task_id, ts, type, from_state, "
+					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text(st, 1, task_id);
+	sqlite3_bind_int64(st, 2, now_ms);
+	store_bind_text(st, 3, type);
+	store_bind_text(st, 4, from_state);
+	store_bind_text(st, 5, to_state);
+	store_bind_text(st, 6, detail);
+	return store_step_done(s, st);
+}
+
 int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
 		    const char *from_state, const char *to_state, const json_t *detail)
 {

@@ -5,6 +5,7 @@
 
 #include "lib/alloc.h"
 #include "lib/err.h"
+#include "lib/jsonw.h"
 #include "lib/log.h"
 #include "server/store_internal.h"
 
@@ -203,12 +204,25 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	if ((rc = store_step_done(s, st)))
 		return rc;
 
-	json_t *detail = json_pack("{s:I, s:I, s:s*}", "reserved_gpu_memory_mib",
-				   (json_int_t)res->req_mem, "reserved_gpu_core_percent",
-				   (json_int_t)res->req_core, "idempotency_key", key);
-	rc = store_event_add(s, id, now_ms, "submitted", NULL, task_state_name(TASK_QUEUED),
-			    detail);
-	json_decref(detail);
+	/* The detail as jx_dump would write it (keys sorted), without building it: one is
+	 * written for every submission. */
+	struct jw w;
+	jw_init(&w);
+	jw_obj_begin(&w);
+	if (key) {
+		jw_key(&w, "idempotency_key");
+		jw_str(&w, key);
+	}
+	jw_key(&w, "reserved_gpu_core_percent");
+	jw_int(&w, res->req_core);
+	jw_key(&w, "reserved_gpu_memory_mib");
+	jw_int(&w, res->req_mem);
+	jw_obj_end(&w);
+	jw_raw(&w, "", 1); /* the terminating NUL */
+	rc = jw_ok(&w) ? store_event_add_text(s, id, now_ms, "submitted", NULL,
+					      task_state_name(TASK_QUEUED), w.buf)
+		       : GWB_EINVAL;
+	jw_free(&w);
 	return rc;
 }
 

@@ -1,9 +1,13 @@
-/* Unit tests of lib/: allocation accounting, errors, log escaping, JSON helpers, time. */
+/* Unit tests of lib/: allocation accounting, errors, log escaping, JSON helpers and the JSON
+ * text writer, time. */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "tests/harness/t.h"
@@ -123,4 +127,76 @@ TEST(clock_rfc3339_round_trip)
 	CHECK_INT(ms, 1796013763500LL);
 	CHECK_INT(clock_parse_rfc3339("2026-11-30T04:42:43+01:00", &ms), GWB_EINVAL);
 	CHECK_INT(clock_parse_rfc3339("yesterday", &ms), GWB_EINVAL);
+}
+
+/* The millisecond form, written digit by digit, equals the format it replaces, across
+ * years, months and milliseconds (and round-trips through the parser). */
+TEST(clock_rfc3339_ms_equals_its_format)
+{
+	static const int64_t samples[] = { 0,          999,           1000,
+					   951782399999LL, 1796013763005LL, 1764540000123LL,
+					   4102444799999LL, 253402300799999LL };
+	for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+		int64_t ms = samples[i];
+		char got[40], want[40];
+		time_t sec = (time_t)(ms / 1000);
+		struct tm tm;
+		gmtime_r(&sec, &tm);
+		snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			 (int)(ms % 1000));
+		CHECK_STR(clock_fmt_rfc3339_ms(ms, got, sizeof got), want);
+		int64_t back;
+		CHECK_INT(clock_parse_rfc3339(got, &back), 0);
+		CHECK_INT(back, ms);
+	}
+}
+
+/* The writer's output equals jansson's compact dump of the same values: integers at their
+ * limits, every escape, nested containers, raw values. */
+TEST(jsonw_matches_jansson)
+{
+	struct jw w;
+	jw_init(&w);
+	jw_obj_begin(&w);
+	jw_key(&w, "a");
+	jw_arr_begin(&w);
+	jw_int(&w, 0);
+	jw_int(&w, -1);
+	jw_int(&w, INT64_MAX);
+	jw_int(&w, INT64_MIN);
+	jw_bool(&w, 1);
+	jw_bool(&w, 0);
+	jw_null(&w);
+	jw_obj_begin(&w);
+	jw_obj_end(&w);
+	jw_arr_begin(&w);
+	jw_arr_end(&w);
+	jw_raw(&w, "{\"r\":1}", 7);
+	jw_arr_end(&w);
+	jw_key(&w, "b");
+	jw_str(&w, "q\"b\\s/\x01\x1f\b\f\n\r\t\x7f\xc3\xa9\xf0\x9f\x98\x80");
+	jw_key(&w, "c");
+	jw_text(&w, "");
+	jw_obj_end(&w);
+	CHECK(jw_ok(&w));
+	json_t *v = json_pack("{s:[I,I,I,I,b,b,n,{},[],{s:i}], s:s, s:n}", "a", (json_int_t)0,
+			      (json_int_t)-1, (json_int_t)INT64_MAX, (json_int_t)INT64_MIN, 1, 0,
+			      "r", 1, "b",
+			      "q\"b\\s/\x01\x1f\b\f\n\r\t\x7f\xc3\xa9\xf0\x9f\x98\x80", "c");
+	CHECK(v != NULL);
+	char *want = jx_dump(v);
+	json_decref(v);
+	CHECKF(w.len == strlen(want) && memcmp(w.buf, want, w.len) == 0, "jansson: %s\nwritten: %.*s",
+	       want, (int)w.len, w.buf);
+	gwb_free(want);
+	jw_free(&w);
+	/* Invalid UTF-8 (an overlong, a surrogate, a cut sequence) fails the writer. */
+	static const char *const bad[] = { "\xc0\xaf", "\xed\xa0\x80", "ab\xe2\x82" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		jw_init(&w);
+		jw_str(&w, bad[i]);
+		CHECK(!jw_ok(&w));
+		jw_free(&w);
+	}
 }
