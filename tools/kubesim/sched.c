@@ -547,11 +547,9 @@ static int node_cards(struct ks *ks, const char *node, struct card *cards)
 			cards[b - 1] = t;
 		}
 	json_t **pods = NULL;
-	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE, node, NULL, &pods);
+	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE_LIVE, node, NULL, &pods);
 	for (size_t k = 0; k < np; k++) {
 		json_t *p = pods[k];
-		if (obj_pod_terminal(p))
-			continue;
 		const char *ann = obj_annotation(p, DEVALLOC_ANNOTATION);
 		struct devalloc a;
 		if (!ann || devalloc_parse(ann, strlen(ann), &a, NULL, 0) < 0)
@@ -603,11 +601,9 @@ static void nstate_build(struct ks *ks, const json_t *node, struct nstate *st)
 	memset(st, 0, sizeof *st);
 	add_map(&st->alloc, obj_path(node, "status.allocatable"), 0);
 	json_t **pods = NULL;
-	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE, obj_name(node), NULL,
-				     &pods);
+	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE_LIVE, obj_name(node),
+				     NULL, &pods);
 	for (size_t k = 0; k < np; k++) {
-		if (obj_pod_terminal(pods[k]))
-			continue;
 		struct rlist r;
 		pod_requests(pods[k], &r);
 		rl_add(&st->used, &r);
@@ -1032,7 +1028,7 @@ static size_t candidates(struct sched *sc, json_t ***out)
 	size_t n;
 	if (sc->freed) {
 		sc->freed = 0;
-		n = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE, "", NULL, out);
+		n = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE_LIVE, "", NULL, out);
 	} else {
 		size_t k = 0;
 		*out = gwb_malloc((json_object_size(dirty) + 1) * sizeof **out);

@@ -341,6 +341,8 @@ static void idx_apply_parts(struct store *s, enum res_id res, const json_t *obj,
 	if (res == RES_PODS) {
 		const char *node = obj_str(obj, "spec.nodeName");
 		idx_one(s, res, STORE_IDX_NODE, node ? node : "", key, add);
+		if (!obj_pod_terminal(obj))
+			idx_one(s, res, STORE_IDX_NODE_LIVE, node ? node : "", key, add);
 	}
 	if (res == RES_EVENTS) {
 		const char *uid = obj_str(obj, "involvedObject.uid");
@@ -371,8 +373,9 @@ static void idx_update(struct store *s, enum res_id res, const json_t *prev, con
 	if (!json_equal(obj_path(prev, "metadata.ownerReferences"),
 			obj_path(obj, "metadata.ownerReferences")))
 		parts |= PART_OWNERS;
-	if ((res == RES_PODS && !same_str(obj_str(prev, "spec.nodeName"),
-					  obj_str(obj, "spec.nodeName"))) ||
+	if ((res == RES_PODS && (!same_str(obj_str(prev, "spec.nodeName"),
+					   obj_str(obj, "spec.nodeName")) ||
+				 obj_pod_terminal(prev) != obj_pod_terminal(obj))) ||
 	    (res == RES_EVENTS && !same_str(obj_str(prev, "involvedObject.uid"),
 					    obj_str(obj, "involvedObject.uid"))))
 		parts |= PART_OTHER;

@@ -22,9 +22,12 @@ enum store_ev_type { STORE_ADDED, STORE_MODIFIED, STORE_DELETED };
 
 /* The secondary indexes. Values: IDX_NS the namespace (namespaced resources only); IDX_LABEL
  * "key=value" for every label; IDX_OWNER the uid of every ownerReference; IDX_NODE (Pods
- * only) spec.nodeName, "" while unbound; IDX_INVOLVED (Events only) involvedObject.uid. */
+ * only) spec.nodeName, "" while unbound; IDX_NODE_LIVE the same for the Pods that have not
+ * ended (phase neither Succeeded nor Failed): what a node's scheduling accounts, without the
+ * ended Pods that stay until their Job is deleted; IDX_INVOLVED (Events only)
+ * involvedObject.uid. */
 enum store_index { STORE_IDX_NS, STORE_IDX_LABEL, STORE_IDX_OWNER, STORE_IDX_NODE,
-		   STORE_IDX_INVOLVED, STORE_IDX_COUNT };
+		   STORE_IDX_NODE_LIVE, STORE_IDX_INVOLVED, STORE_IDX_COUNT };
 
 /* One change. obj is the object at rv (for DELETED its final state carrying the deletion's
  * rv); prev the object before (NULL for ADDED). Both borrowed for the callback's duration. */

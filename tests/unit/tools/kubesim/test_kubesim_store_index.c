@@ -101,6 +101,36 @@ TEST(store_index_create_update_remove)
 	store_free(s);
 }
 
+static json_t *pod_in_phase(const char *name, const char *node, const char *phase)
+{
+	json_t *p = pod("a", name, "t1", NULL, node);
+	json_object_set_new(p, "status", json_pack("{s:s}", "phase", phase));
+	return p;
+}
+
+/* The live node index holds the Pods that have not ended: a Pod that ends leaves it (and
+ * stays in the node index), one created ended never enters it, a removal drops it. */
+TEST(store_index_node_live_drops_ended_pods)
+{
+	struct store *s = store_new(16, 0);
+	CHECK_INT(store_create(s, RES_PODS, pod_in_phase("p1", "n1", "Running")), 0);
+	CHECK_INT(store_create(s, RES_PODS, pod_in_phase("p2", "n1", "Pending")), 0);
+	CHECK_INT(store_create(s, RES_PODS, pod_in_phase("p3", "n1", "Succeeded")), 0);
+	CHECK_INT(store_create(s, RES_PODS, pod_in_phase("p4", NULL, "Pending")), 0);
+	CHECK_STR(names(s, STORE_IDX_NODE, "n1", NULL), "p1,p2,p3");
+	CHECK_STR(names(s, STORE_IDX_NODE_LIVE, "n1", NULL), "p1,p2");
+	CHECK_STR(names(s, STORE_IDX_NODE_LIVE, "", NULL), "p4");
+	/* p1 ends, p4 is bound. */
+	CHECK_INT(store_update(s, RES_PODS, pod_in_phase("p1", "n1", "Failed"), NULL), 0);
+	CHECK_INT(store_update(s, RES_PODS, pod_in_phase("p4", "n1", "Pending"), NULL), 0);
+	CHECK_STR(names(s, STORE_IDX_NODE_LIVE, "n1", NULL), "p2,p4");
+	CHECK_STR(names(s, STORE_IDX_NODE_LIVE, "", NULL), "");
+	CHECK_STR(names(s, STORE_IDX_NODE, "n1", NULL), "p1,p2,p3,p4");
+	CHECK_INT(store_remove(s, RES_PODS, "a", "p2", NULL, NULL), 0);
+	CHECK_STR(names(s, STORE_IDX_NODE_LIVE, "n1", NULL), "p4");
+	store_free(s);
+}
+
 static const char *page(struct store *s, enum res_id res, const char *ns, const char *after,
 			size_t max, size_t *rest)
 {
