@@ -773,10 +773,6 @@ int store_event_add_text(struct store *s, const char *task_id, int64_t now_ms, c
 int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
 		    const char *from_state, const char *to_state, const json_t *detail)
 {
-	sqlite3_stmt *st = store_stmt(s, "INSERT INTO task_events (task_id, ts, type, from_state, "
-					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
-	if (!st)
-		return GWB_EDB;
 	/* The text jx_dump gives, in one pass into a buffer on the stack when it fits (every
 	 * event's detail but the scheduler's longest messages); jx_dump sizes it first. */
 	char small[512], *d = NULL, *heap = NULL;
@@ -790,13 +786,7 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 			d = heap = jx_dump(detail);
 		}
 	}
-	store_bind_text(st, 1, task_id);
-	sqlite3_bind_int64(st, 2, now_ms);
-	store_bind_text(st, 3, type);
-	store_bind_text(st, 4, from_state);
-	store_bind_text(st, 5, to_state);
-	store_bind_text(st, 6, d);
-	int rc = store_step_done(s, st);
+	int rc = store_event_add_text(s, task_id, now_ms, type, from_state, to_state, d);
 	gwb_free(heap);
 	return rc;
 }

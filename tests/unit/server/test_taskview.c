@@ -43,6 +43,31 @@ static void same_unsorted(const struct task *t, int detail)
 	json_decref(v);
 }
 
+/* Moves t further on: a Job and a Pod, an exit code, released, cancelled on request, an
+ * idempotency key, a later update. */
+static void further_on(struct task *t, int exit_code)
+{
+	snprintf(t->idempotency_key, sizeof t->idempotency_key, "key-1");
+	snprintf(t->job_uid, sizeof t->job_uid, "uid-j");
+	snprintf(t->pod_name, sizeof t->pod_name, "gwb-t-abcdefgh2345-x");
+	snprintf(t->pod_uid, sizeof t->pod_uid, "uid-p");
+	snprintf(t->pod_node, sizeof t->pod_node, "node");
+	snprintf(t->pod_phase, sizeof t->pod_phase, "Running");
+	snprintf(t->pod_deleted_at, sizeof t->pod_deleted_at, "2026-11-30T21:00:00Z");
+	snprintf(t->reason, sizeof t->reason, "cancelled");
+	snprintf(t->release_reason, sizeof t->release_reason, "job_suspended");
+	t->has_exit_code = 1;
+	t->exit_code = exit_code;
+	t->job_suspended = 1;
+	t->released = 1;
+	t->has_released_at = 1;
+	t->released_at = 1764540009000;
+	t->has_cancel_requested_at = 1;
+	t->cancel_requested_at = 1764540005000;
+	t->updated_at = 1764540009000;
+	t->state = TASK_CANCELLED;
+}
+
 /* The text api_task_view_write gives equals the view dumped as every reply is. */
 static void same_text(const struct task *t, int detail)
 {
@@ -70,25 +95,9 @@ TEST(taskview_written_text_equals_the_dumped_view)
 	snprintf(t->name, sizeof t->name, "a\"b\\c/d\x01\x1f\b\f\n\r\t\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
 	snprintf(t->idempotency_key, sizeof t->idempotency_key, "k\"1");
 	same_text(t, 1);
-	snprintf(t->job_uid, sizeof t->job_uid, "uid-j");
+	further_on(t, -9);
 	snprintf(t->cluster_uid, sizeof t->cluster_uid, "c-1");
-	snprintf(t->pod_name, sizeof t->pod_name, "gwb-t-abcdefgh2345-x");
-	snprintf(t->pod_uid, sizeof t->pod_uid, "uid-p");
-	snprintf(t->pod_node, sizeof t->pod_node, "node");
-	snprintf(t->pod_phase, sizeof t->pod_phase, "Running");
-	snprintf(t->pod_deleted_at, sizeof t->pod_deleted_at, "2026-11-30T21:00:00Z");
-	snprintf(t->reason, sizeof t->reason, "cancelled");
-	snprintf(t->release_reason, sizeof t->release_reason, "job_suspended");
-	t->has_exit_code = 1;
-	t->exit_code = -9;
-	t->job_suspended = 1;
-	t->released = 1;
-	t->has_released_at = 1;
-	t->released_at = 1764540009000;
-	t->has_cancel_requested_at = 1;
-	t->cancel_requested_at = 1764540005000;
-	t->updated_at = 1764540009001;
-	t->state = TASK_CANCELLED;
+	t->updated_at++;
 	same_text(t, 0);
 	same_text(t, 1);
 	/* The reasons with a sentence, a Pod's deadline. */
@@ -120,27 +129,7 @@ TEST(taskview_keys_are_built_in_sorted_order)
 	CHECK(api_task_view_sorted(t));
 	same_unsorted(t, 0);
 	same_unsorted(t, 1);
-	/* A task further on: a Job and a Pod, an exit code, released, cancelled on request, an
-	 * idempotency key, a later update. */
-	snprintf(t->idempotency_key, sizeof t->idempotency_key, "key-1");
-	snprintf(t->job_uid, sizeof t->job_uid, "uid-j");
-	snprintf(t->pod_name, sizeof t->pod_name, "gwb-t-abcdefgh2345-x");
-	snprintf(t->pod_uid, sizeof t->pod_uid, "uid-p");
-	snprintf(t->pod_node, sizeof t->pod_node, "node");
-	snprintf(t->pod_phase, sizeof t->pod_phase, "Running");
-	snprintf(t->pod_deleted_at, sizeof t->pod_deleted_at, "2026-11-30T21:00:00Z");
-	snprintf(t->reason, sizeof t->reason, "cancelled");
-	snprintf(t->release_reason, sizeof t->release_reason, "job_suspended");
-	t->has_exit_code = 1;
-	t->exit_code = 143;
-	t->job_suspended = 1;
-	t->released = 1;
-	t->has_released_at = 1;
-	t->released_at = 1764540009000;
-	t->has_cancel_requested_at = 1;
-	t->cancel_requested_at = 1764540005000;
-	t->updated_at = 1764540009000;
-	t->state = TASK_CANCELLED;
+	further_on(t, 143);
 	CHECK(api_task_view_sorted(t));
 	same_unsorted(t, 0);
 	same_unsorted(t, 1);
