@@ -232,15 +232,9 @@ void api_audit_repair(struct req *r)
 	int n = 0;
 	int64_t now = clock_now_ms();
 	int rc = store_audit_repair(r->api->store, now, on_repaired, changed, &n);
-	if (rc == GWB_EBUSY) {
+	if (rc) { /* busy, a storage fault (503 with Retry-After), or 500 */
 		json_decref(changed);
-		http_add_header(r, "Retry-After", "1");
-		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
-	}
-	if (rc) {
-		json_decref(changed);
-		return http_reply_error(r, 500, "internal", "the repair could not be written",
-					NULL);
+		return http_reply_store_error(r, rc, "the repair could not be written");
 	}
 	size_t i;
 	json_t *c;

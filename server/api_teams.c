@@ -91,13 +91,8 @@ void api_team_put(struct req *r, const char *team)
 				 json_pack("{s:s}", "field", "token"));
 		goto out;
 	}
-	if (rc == GWB_EBUSY) {
-		http_add_header(r, "Retry-After", "1");
-		http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
-		goto out;
-	}
-	if (rc) {
-		http_reply_error(r, 500, "internal", "the team could not be stored", NULL);
+	if (rc) { /* busy, a storage fault (503 with Retry-After), or 500 */
+		http_reply_store_error(r, rc, "the team could not be stored");
 		goto out;
 	}
 	log_info("api", created ? "team_created" : "team_changed",

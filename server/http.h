@@ -109,13 +109,15 @@ struct req {
 /* A decision deferred to the group commit (http_defer). The callbacks run at the loop's
  * flush point, in order: decide for every deferred request of the turn inside one batch
  * transaction (each call is one unit of the store and keeps its outcome in ctx; it must not
- * reply), then, after the one COMMIT, reply for each (it answers r exactly once), then
- * release. decide may run twice for the same request when the batch is decided again
+ * reply), then, once the one COMMIT is durable (after the sync thread's sync), reply for
+ * each (it answers r exactly once), then release. decide may run twice for the same request when the batch is decided again
  * (store_batch_spoiled): each call replaces the outcome of the one before. */
 struct http_deferred_ops {
 	void (*decide)(struct req *r, void *ctx);
 	/* commit_rc: 0 when the batch is durable, otherwise the batch's error (GWB_EBUSY, ...):
-	 * then every decision was undone and the reply must say so (http_reply_store_error). */
+	 * then every decision was undone and the reply must say so (http_reply_store_error);
+	 * GWB_EIO: the batch committed but the sync that was to make it durable failed, so
+	 * whether it is on the disk is not known. */
 	void (*reply)(struct req *r, void *ctx, int commit_rc);
 	void (*release)(void *ctx);
 };
@@ -126,7 +128,8 @@ struct http_deferred_ops {
 void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx);
 /* Answers a store error: GWB_EBUSY is 503 busy with Retry-After: 1; GWB_EUNAVAIL (a storage
  * fault) is 503 storage_full, storage_read_only or storage_error with Retry-After: 5 and the
- * store's fault in details; anything else 500 internal with message. */
+ * store's fault in details; GWB_EIO (a group commit's failed sync) is 503 storage_error that
+ * says the request may or may not be stored; anything else 500 internal with message. */
 void http_reply_store_error(struct req *r, int rc, const char *message);
 
 /* Sends status with body (stolen; may be NULL for no body) as application/json. */

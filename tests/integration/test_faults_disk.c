@@ -264,6 +264,17 @@ TEST_T(faults_disk_full_under_load, 600)
 	CHECK_STR(json_string_value(json_object_get(json_object_get(store, "fault"), "kind")),
 		  "full");
 	h_resp_free(&ready);
+	/* An administrator's write is refused the same way, never with a 500 (or it fits in
+	 * space the WAL file already holds, and is stored). */
+	filled += dbfs_fill(&d);
+	h_req(&r, "PUT", f.st.srv.proc.url, "/v1/teams/full-disk-team", ADMIN,
+	      "{\"gpu_memory_mib\": 1024, \"gpu_core_percent\": 10}", NULL);
+	CHECKF(r.status == 201 ||
+		       (r.status == 503 && strncmp(h_err_code(&r), "storage", 7) == 0 &&
+			h_header(&r, "Retry-After")),
+	       "%s: PUT /v1/teams while full: %ld %s", f.name, r.status, h_err_code(&r));
+	t_log("%s: PUT /v1/teams while full: %ld %s", f.name, r.status, h_err_code(&r));
+	h_resp_free(&r);
 
 	/* Full for a while under load, kept full: tasks end meanwhile, and their releases
 	 * cannot be written. Nothing half-written at any moment. */
