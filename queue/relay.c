@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 
@@ -47,7 +48,12 @@ struct q_relay {
 	struct q_id t_pending_min;
 	int64_t published, failed, trimmed;
 	char last_error[160];
+	/* Records the store refused in a row (a full disk refuses every one until space
+	 * returns), and when that was last logged: one line per RECORD_LOG_MS, not per try. */
+	int64_t record_failures, record_logged_ms;
 };
+
+#define RECORD_LOG_MS 10000
 
 static void relay_run(struct q_relay *r);
 
@@ -106,9 +112,19 @@ static int record(struct q_relay *r)
 				  r->nrec);
 	if (rc) {
 		set_error(r, "record", err_str(rc));
-		log_warn("queue", "relay_record_failed", "count=%d error=%s", r->nrec,
-			 err_name(rc));
+		int64_t now = clock_mono_ms();
+		if (r->record_failures++ == 0 || now - r->record_logged_ms >= RECORD_LOG_MS) {
+			log_warn("queue", "relay_record_failed",
+				 "count=%d error=%s failures_in_a_row=%lld", r->nrec, err_name(rc),
+				 (long long)r->record_failures);
+			r->record_logged_ms = now;
+		}
 		return rc;
+	}
+	if (r->record_failures) {
+		log_info("queue", "relay_record_recovered", "failures_in_a_row=%lld",
+			 (long long)r->record_failures);
+		r->record_failures = 0;
 	}
 	r->nrec = 0;
 	return 0;
