@@ -310,16 +310,21 @@ int store_commit(struct store *s)
 		}
 		return rc;
 	}
+	s->wal_wrote = 0;
 	int rc = exec_sql(s, "COMMIT");
 	if (rc) {
 		store_rollback(s);
 		return rc;
 	}
-	s->commit_seq++;
-	if (s->batch_later) {
-		s->ob_min_next = store_min_id(s->ob_min_next, s->ob_txn_min);
-	} else {
-		store_durable_all(s);
+	/* Only a commit that wrote frames counts (SQLite neither writes nor syncs for one that
+	 * changed nothing, and so makes nothing durable). One with synchronous=FULL synced the
+	 * WAL, and with it every commit before; a batch's waits for the sync thread. */
+	if (s->wal_wrote) {
+		s->commit_seq++;
+		if (s->batch_later)
+			s->ob_min_next = store_min_id(s->ob_min_next, s->ob_txn_min);
+		else
+			store_durable_all(s);
 	}
 	s->ob_txn_min = 0;
 	counts_settle(s, 1);
@@ -460,6 +465,7 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
 	(void)name;
 	struct store *s = arg;
 	s->wal_pages = pages;
+	s->wal_wrote = 1; /* called only for a commit that wrote frames */
 	return SQLITE_OK;
 }
 

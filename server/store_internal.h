@@ -76,6 +76,7 @@ struct store {
 	uint64_t commit_seq, durable_seq;
 	uint64_t sync_error_upto; /* commits up to it were covered by a sync that failed */
 	int batch_later;          /* the open batch is store_batch_begin_later's */
+	int wal_wrote;            /* the last COMMIT wrote WAL frames (the WAL hook ran) */
 	/* The smallest outbox row id written by the open transaction (the update hook), by
 	 * commits the running sync covers, and by later commits: 0 for none. Rows from the
 	 * smallest of the last two on are not yet durable, and the relay does not see them. */

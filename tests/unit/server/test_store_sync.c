@@ -2,7 +2,8 @@
  * batch opened with store_batch_begin_later commits without being durable, its intents stay
  * out of the relay's sight until the thread's sync ends, and the relay is woken then; a
  * commit with synchronous=FULL makes every earlier one durable; the connection is back to
- * synchronous=FULL after each such batch; stopping the thread syncs what still waits. */
+ * synchronous=FULL after each such batch; a commit that wrote nothing counts for nothing (it
+ * neither waits nor makes earlier ones durable); stopping the thread syncs what still waits. */
 #include <poll.h>
 #include <string.h>
 
@@ -133,4 +134,37 @@ TEST(store_sync_stop_syncs_what_waits)
 	submit_later(s, "after");
 	CHECK(store_durable_seq(s) == store_commit_seq(s));
 	CHECK_INT(unpublished(s), 6);
+}
+
+/* A commit that wrote nothing: SQLite writes and syncs nothing for it, so it makes nothing
+ * durable (the batch before still waits for the thread), and a batch that wrote nothing has
+ * nothing of its own to wait for. */
+TEST(store_sync_commit_that_wrote_nothing_changes_nothing)
+{
+	struct store *s = open_store(h_path("n.db"));
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 100, 1000, NULL, 1, &created), 0);
+	CHECK_INT(store_sync_start(s), 0);
+	submit_later(s, "fits"); /* 16 MiB of 100 */
+	uint64_t seq = store_commit_seq(s), durable = store_durable_seq(s);
+	CHECK(durable < seq);
+	/* A batch with synchronous=FULL (the reconciler's kind) whose one decision was refused:
+	 * its COMMIT wrote nothing, synced nothing. */
+	struct task_req big = { "alpha", "big", 1000, 1, 1, 60, "LS", "normal" };
+	struct submit_result res;
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_submit(s, &big, NULL, "fp", 10, 100000, &res), GWB_EQUOTA);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK(store_commit_seq(s) == seq);
+	CHECK(store_durable_seq(s) == durable);
+	CHECK_INT(unpublished(s), 0);
+	/* Refused in a batch of its own: no commit of its own. */
+	CHECK_INT(store_batch_begin_later(s), 0);
+	CHECK_INT(store_task_submit(s, &big, NULL, "fp", 10, 100000, &res), GWB_EQUOTA);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK(store_commit_seq(s) == seq);
+	wait_sync(s);
+	CHECK(store_durable_seq(s) == seq);
+	CHECK_INT(unpublished(s), 1);
 }
