@@ -199,3 +199,33 @@ void jw_raw(struct jw *w, const char *text, size_t len)
 	value_start(w);
 	put(w, text, len);
 }
+
+void jw_member_str(struct jw *w, const char *key, const char *s)
+{
+	jw_key(w, key);
+	jw_str(w, s);
+}
+
+void jw_member_text(struct jw *w, const char *key, const char *s)
+{
+	jw_key(w, key);
+	jw_text(w, s);
+}
+
+void jw_member_int(struct jw *w, const char *key, int64_t v)
+{
+	jw_key(w, key);
+	jw_int(w, v);
+}
+
+void jw_member_bool(struct jw *w, const char *key, int b)
+{
+	jw_key(w, key);
+	jw_bool(w, b);
+}
+
+void jw_member_null(struct jw *w, const char *key)
+{
+	jw_key(w, key);
+	jw_null(w);
+}

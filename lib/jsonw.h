@@ -42,5 +42,11 @@ void jw_bool(struct jw *w, int b);
 void jw_null(struct jw *w);
 /* A value already written as JSON text (text[0..len)), as it is. */
 void jw_raw(struct jw *w, const char *text, size_t len);
+/* An object's member in one call: jw_key, then the value. */
+void jw_member_str(struct jw *w, const char *key, const char *s);
+void jw_member_text(struct jw *w, const char *key, const char *s);
+void jw_member_int(struct jw *w, const char *key, int64_t v);
+void jw_member_bool(struct jw *w, const char *key, int b);
+void jw_member_null(struct jw *w, const char *key);
 
 #endif

@@ -115,22 +115,14 @@ static void fingerprint(const struct task_req *q, char out[65])
 	jw_init(&w);
 	if (q->team && q->name && q->qos && q->experiment) {
 		jw_obj_begin(&w);
-		jw_key(&w, "duration_seconds");
-		jw_int(&w, q->duration_seconds);
-		jw_key(&w, "experiment");
-		jw_str(&w, q->experiment);
-		jw_key(&w, "gpu_core_percent");
-		jw_int(&w, q->gpu_core_percent);
-		jw_key(&w, "gpu_count");
-		jw_int(&w, q->gpu_count);
-		jw_key(&w, "gpu_memory_mib");
-		jw_int(&w, q->gpu_memory_mib);
-		jw_key(&w, "name");
-		jw_str(&w, q->name);
-		jw_key(&w, "qos");
-		jw_str(&w, q->qos);
-		jw_key(&w, "team");
-		jw_str(&w, q->team);
+		jw_member_int(&w, "duration_seconds", q->duration_seconds);
+		jw_member_str(&w, "experiment", q->experiment);
+		jw_member_int(&w, "gpu_core_percent", q->gpu_core_percent);
+		jw_member_int(&w, "gpu_count", q->gpu_count);
+		jw_member_int(&w, "gpu_memory_mib", q->gpu_memory_mib);
+		jw_member_str(&w, "name", q->name);
+		jw_member_str(&w, "qos", q->qos);
+		jw_member_str(&w, "team", q->team);
 		jw_obj_end(&w);
 	}
 	unsigned char h[SHA256_DIGEST_LENGTH];
@@ -462,13 +454,12 @@ void api_tasks_list(struct req *r)
 	struct jw w;
 	jw_init(&w);
 	jw_obj_begin(&w);
-	jw_key(&w, "next_cursor");
 	char nc[32];
 	snprintf(nc, sizeof nc, "%lld", (long long)next);
 	if (next)
-		jw_str(&w, nc);
+		jw_member_str(&w, "next_cursor", nc);
 	else
-		jw_null(&w);
+		jw_member_null(&w, "next_cursor");
 	jw_key(&w, "tasks");
 	jw_raw(&w, tasks.buf, tasks.len);
 	jw_obj_end(&w);

@@ -181,12 +181,13 @@ static json_t *task_view(const struct task *t, int with_cancel)
 
 /* ---- the same view as text ---- */
 
-static void w_time(struct jw *w, int has, int64_t ms)
+/* The member key: the time (ms) as task_view shows it, or null when has is 0. */
+static void w_time(struct jw *w, const char *key, int has, int64_t ms)
 {
 	if (!has)
-		return jw_null(w);
+		return jw_member_null(w, key);
 	char buf[40];
-	jw_str(w, clock_fmt_rfc3339_ms(ms, buf, sizeof buf));
+	jw_member_str(w, key, clock_fmt_rfc3339_ms(ms, buf, sizeof buf));
 }
 
 int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
@@ -200,112 +201,74 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
 	int terminating = t->pod_deleted_at[0] && strcmp(t->pod_phase, "Succeeded") != 0 &&
 			  strcmp(t->pod_phase, "Failed") != 0 && strcmp(t->pod_phase, "Deleted") != 0;
 	jw_obj_begin(w);
-	jw_key(w, "allocation");
-	jw_null(w); /* api_task_view_sorted: no annotation */
-	if (with_cancel) {
-		jw_key(w, "cancel_requested_at");
-		w_time(w, t->has_cancel_requested_at, t->cancel_requested_at);
-	}
-	jw_key(w, "created_at");
-	jw_str(w, created);
-	jw_key(w, "id");
-	jw_text(w, t->id);
-	jw_key(w, "idempotency_key");
-	jw_text(w, t->idempotency_key);
+	jw_member_null(w, "allocation"); /* api_task_view_sorted: no annotation */
+	if (with_cancel)
+		w_time(w, "cancel_requested_at", t->has_cancel_requested_at,
+		       t->cancel_requested_at);
+	jw_member_str(w, "created_at", created);
+	jw_member_text(w, "id", t->id);
+	jw_member_text(w, "idempotency_key", t->idempotency_key);
 	jw_key(w, "job");
 	jw_obj_begin(w);
-	jw_key(w, "cluster_uid");
-	jw_text(w, t->cluster_uid);
-	jw_key(w, "name");
-	jw_text(w, t->job_name);
-	jw_key(w, "suspended");
-	jw_bool(w, t->job_suspended);
-	jw_key(w, "uid");
-	jw_text(w, t->job_uid);
+	jw_member_text(w, "cluster_uid", t->cluster_uid);
+	jw_member_text(w, "name", t->job_name);
+	jw_member_bool(w, "suspended", t->job_suspended);
+	jw_member_text(w, "uid", t->job_uid);
 	jw_obj_end(w);
-	jw_key(w, "name");
-	jw_text(w, t->name);
-	jw_key(w, "pending");
-	jw_null(w); /* api_task_view_sorted: no scheduler message or diagnosis */
+	jw_member_text(w, "name", t->name);
+	jw_member_null(w, "pending"); /* api_task_view_sorted: no message or diagnosis */
 	jw_key(w, "pod");
 	jw_obj_begin(w);
-	jw_key(w, "deadline_at");
-	w_time(w, t->has_pod_deadline_at, t->pod_deadline_at);
-	jw_key(w, "deletion_timestamp");
-	jw_text(w, t->pod_deleted_at);
-	jw_key(w, "exit_code");
+	w_time(w, "deadline_at", t->has_pod_deadline_at, t->pod_deadline_at);
+	jw_member_text(w, "deletion_timestamp", t->pod_deleted_at);
 	if (t->has_exit_code)
-		jw_int(w, t->exit_code);
+		jw_member_int(w, "exit_code", t->exit_code);
 	else
-		jw_null(w);
-	jw_key(w, "name");
-	jw_text(w, t->pod_name);
-	jw_key(w, "node");
-	jw_text(w, t->pod_node);
-	jw_key(w, "phase");
-	jw_text(w, t->pod_phase);
-	jw_key(w, "reason");
+		jw_member_null(w, "exit_code");
+	jw_member_text(w, "name", t->pod_name);
+	jw_member_text(w, "node", t->pod_node);
+	jw_member_text(w, "phase", t->pod_phase);
 	if (has_pod)
-		jw_text(w, t->reason);
+		jw_member_text(w, "reason", t->reason);
 	else
-		jw_null(w);
-	jw_key(w, "terminating");
-	jw_bool(w, terminating);
-	jw_key(w, "uid");
-	jw_text(w, t->pod_uid);
+		jw_member_null(w, "reason");
+	jw_member_bool(w, "terminating", terminating);
+	jw_member_text(w, "uid", t->pod_uid);
 	jw_obj_end(w);
-	jw_key(w, "reason");
-	jw_text(w, t->reason);
-	jw_key(w, "reason_detail");
+	jw_member_text(w, "reason", t->reason);
 	json_t *detail = reason_detail(t);
 	if (json_is_string(detail))
-		jw_str(w, json_string_value(detail));
+		jw_member_str(w, "reason_detail", json_string_value(detail));
 	else
-		jw_null(w);
+		jw_member_null(w, "reason_detail");
 	json_decref(detail);
 	jw_key(w, "request");
 	jw_obj_begin(w);
-	jw_key(w, "duration_seconds");
-	jw_int(w, t->duration_seconds);
-	jw_key(w, "experiment");
-	jw_text(w, t->experiment);
-	jw_key(w, "gpu_core_percent");
-	jw_int(w, t->gpu_core_percent);
-	jw_key(w, "gpu_count");
-	jw_int(w, t->gpu_count);
-	jw_key(w, "gpu_memory_mib");
-	jw_int(w, t->gpu_memory_mib);
-	jw_key(w, "qos");
-	jw_text(w, t->qos);
+	jw_member_int(w, "duration_seconds", t->duration_seconds);
+	jw_member_text(w, "experiment", t->experiment);
+	jw_member_int(w, "gpu_core_percent", t->gpu_core_percent);
+	jw_member_int(w, "gpu_count", t->gpu_count);
+	jw_member_int(w, "gpu_memory_mib", t->gpu_memory_mib);
+	jw_member_text(w, "qos", t->qos);
 	jw_obj_end(w);
 	jw_key(w, "reservation");
 	jw_obj_begin(w);
-	jw_key(w, "gpu_core_percent");
-	jw_int(w, t->reserved_core_percent);
-	jw_key(w, "gpu_memory_mib");
-	jw_int(w, t->reserved_mem_mib);
-	jw_key(w, "release_reason");
-	jw_text(w, t->release_reason);
-	jw_key(w, "released");
-	jw_bool(w, t->released);
-	jw_key(w, "released_at");
-	w_time(w, t->has_released_at, t->released_at);
+	jw_member_int(w, "gpu_core_percent", t->reserved_core_percent);
+	jw_member_int(w, "gpu_memory_mib", t->reserved_mem_mib);
+	jw_member_text(w, "release_reason", t->release_reason);
+	jw_member_bool(w, "released", t->released);
+	w_time(w, "released_at", t->has_released_at, t->released_at);
 	jw_obj_end(w);
-	jw_key(w, "state");
-	jw_str(w, task_state_name(t->state));
-	jw_key(w, "team");
-	jw_text(w, t->team);
-	jw_key(w, "updated_at");
+	jw_member_str(w, "state", task_state_name(t->state));
+	jw_member_text(w, "team", t->team);
 	if (t->updated_at == t->created_at)
-		jw_str(w, created);
+		jw_member_str(w, "updated_at", created);
 	else
-		w_time(w, 1, t->updated_at);
+		w_time(w, "updated_at", 1, t->updated_at);
 	jw_key(w, "usage");
 	jw_obj_begin(w);
-	jw_key(w, "reason");
-	jw_str(w, USAGE_REASON);
-	jw_key(w, "status");
-	jw_str(w, "unknown");
+	jw_member_str(w, "reason", USAGE_REASON);
+	jw_member_str(w, "status", "unknown");
 	jw_obj_end(w);
 	jw_obj_end(w);
 	return w->failed ? -1 : 0;

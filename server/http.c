@@ -529,6 +529,8 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
  * those it covered with 503. */
 static void durable_answer(struct api_ctx *api)
 {
+	if (!api->wait_head)
+		return; /* nothing waits (and an API that never started has no store) */
 	uint64_t durable = store_durable_seq(api->store);
 	while (api->wait_head && api->wait_head->seq <= durable) {
 		struct http_durable_wait *w = api->wait_head;

@@ -209,14 +209,10 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	struct jw w;
 	jw_init(&w);
 	jw_obj_begin(&w);
-	if (key) {
-		jw_key(&w, "idempotency_key");
-		jw_str(&w, key);
-	}
-	jw_key(&w, "reserved_gpu_core_percent");
-	jw_int(&w, res->req_core);
-	jw_key(&w, "reserved_gpu_memory_mib");
-	jw_int(&w, res->req_mem);
+	if (key)
+		jw_member_str(&w, "idempotency_key", key);
+	jw_member_int(&w, "reserved_gpu_core_percent", res->req_core);
+	jw_member_int(&w, "reserved_gpu_memory_mib", res->req_mem);
 	jw_obj_end(&w);
 	jw_raw(&w, "", 1); /* the terminating NUL */
 	rc = jw_ok(&w) ? store_event_add_text(s, id, now_ms, "submitted", NULL,
