@@ -63,11 +63,15 @@ char *clock_fmt_rfc3339_ms(int64_t ms, char *buf, size_t len)
 
 char *clock_fmt_rfc3339(int64_t ms, char *buf, size_t len)
 {
-	time_t sec = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&sec, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	/* The millisecond form with its ".mmm" dropped: one formatter for both. */
+	char full[64];
+	clock_fmt_rfc3339_ms(ms, full, sizeof full);
+	char *dot = strrchr(full, '.');
+	if (dot) {
+		dot[0] = 'Z';
+		dot[1] = '\0';
+	}
+	snprintf(buf, len, "%s", full);
 	return buf;
 }
 

@@ -229,3 +229,18 @@ void jw_member_null(struct jw *w, const char *key)
 	jw_key(w, key);
 	jw_null(w);
 }
+
+struct jw_mark jw_mark(const struct jw *w)
+{
+	struct jw_mark m = {w->len, w->depth, w->depth > 0 ? w->has_member[w->depth - 1] : 0};
+	return m;
+}
+
+void jw_rewind(struct jw *w, struct jw_mark m)
+{
+	w->len = m.len;
+	w->depth = m.depth;
+	if (m.depth > 0)
+		w->has_member[m.depth - 1] = m.has_member;
+	w->failed = 0;
+}

@@ -40,6 +40,16 @@ void jw_text(struct jw *w, const char *s);
 void jw_int(struct jw *w, int64_t v);
 void jw_bool(struct jw *w, int b);
 void jw_null(struct jw *w);
+/* A place in the text to come back to: jw_rewind drops what was written since the mark
+ * (inside the same container) and forgets a failure since, so a caller can write a value
+ * another way. */
+struct jw_mark {
+	size_t len;
+	int depth;
+	unsigned char has_member;
+};
+struct jw_mark jw_mark(const struct jw *w);
+void jw_rewind(struct jw *w, struct jw_mark m);
 /* A value already written as JSON text (text[0..len)), as it is. */
 void jw_raw(struct jw *w, const char *text, size_t len);
 /* An object's member in one call: jw_key, then the value. */

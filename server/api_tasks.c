@@ -395,14 +395,10 @@ static int query_int(struct req *r, const char *name, int64_t min, int64_t max, 
 static void list_one(void *arg, const struct task *t)
 {
 	struct jw *w = arg;
-	size_t mark = w->len;
-	int depth = w->depth, had = w->has_member[depth - 1];
+	struct jw_mark m = jw_mark(w);
 	if (api_task_view_write(t, 0, w) == 0)
 		return;
-	w->len = mark; /* the partial text goes */
-	w->depth = depth;
-	w->has_member[depth - 1] = (unsigned char)had;
-	w->failed = 0;
+	jw_rewind(w, m); /* the partial text goes */
 	json_t *view = api_task_view(t);
 	char *text = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(view);

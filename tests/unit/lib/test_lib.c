@@ -191,6 +191,22 @@ TEST(jsonw_matches_jansson)
 	       want, (int)w.len, w.buf);
 	gwb_free(want);
 	jw_free(&w);
+	/* A value rewound to its mark (inside an array, after a failure) leaves no trace: the
+	 * comma, the partial object and the failure go. */
+	jw_init(&w);
+	jw_arr_begin(&w);
+	jw_int(&w, 1);
+	struct jw_mark m = jw_mark(&w);
+	jw_obj_begin(&w);
+	jw_member_str(&w, "bad", "\xc0\xaf");
+	CHECK(!jw_ok(&w));
+	jw_rewind(&w, m);
+	jw_raw(&w, "{\"ok\":2}", 8);
+	jw_arr_end(&w);
+	CHECK(jw_ok(&w));
+	CHECKF(w.len == 12 && memcmp(w.buf, "[1,{\"ok\":2}]", 12) == 0, "rewound: %.*s",
+	       (int)w.len, w.buf);
+	jw_free(&w);
 	/* Invalid UTF-8 (an overlong, a surrogate, a cut sequence) fails the writer. */
 	static const char *const bad[] = { "\xc0\xaf", "\xed\xa0\x80", "ab\xe2\x82" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
