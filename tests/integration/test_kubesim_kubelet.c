@@ -1,6 +1,7 @@
 /* The kubelet (kube-api.md §4): exit codes and reasons, graceful deletion with SIGTERM then
  * SIGKILL, the koordlet GPU env and the downward-API annotations file, /log. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -224,5 +225,93 @@ TEST_T(kubelet_fast_exits_and_deletes_while_starting, 60)
 	for (int i = 0; i < 30; i++) {
 		snprintf(path, sizeof path, PODS "/gone-%d", i);
 		json_decref(h_kube_wait(&k2, path, h_pred_gone, NULL, 10000, path));
+	}
+}
+
+/* The pid a running pod's worker.sh logged ("worker pid=N"), waiting for the line. */
+static int logged_pid(struct h_kubesim *k, const char *pod)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		char *log = get_log(k, pod, NULL);
+		const char *p = strstr(log, "worker pid=");
+		int pid = p ? atoi(p + strlen("worker pid=")) : 0;
+		gwb_free(log);
+		if (pid > 0)
+			return pid;
+		usleep(50 * 1000);
+	}
+	t_fail(__FILE__, __LINE__, "%s logged no pid", pod);
+	return 0;
+}
+
+/* Field 19 of /proc/pid/stat: the nice value. */
+static int nice_of(int pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	CHECKF(f != NULL, "cannot open %s", path);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+	CHECKF(p != NULL, "no ')' in %s", path);
+	int field = 2;
+	for (; *p && field < 19; p++)
+		if (*p == ' ')
+			field++;
+	return atoi(p);
+}
+
+/* A container's CPU weight follows its cpu request as a kubelet's cpu.shares do (shares =
+ * milli-cores x 1024 / 1000, at least 2), as the nice value with the nearest weight, on the
+ * process and, where the kernel groups sessions (autogroup), on its session's group. */
+TEST_T(kubelet_cpu_weight, 30)
+{
+	struct h_kubesim k;
+	h_kubesim_init(&k);
+	h_kubesim_start(&k);
+	const char *env[] = { "SLEEP=30", NULL };
+	static const struct {
+		const char *name, *cpu;
+		int nice;
+	} pods[] = { { "best-effort", NULL, 19 }, { "ten-milli", "10m", 19 },
+		     { "tenth", "100m", 10 }, { "half", "500m", 3 }, { "one-core", "1", 0 } };
+	for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+		json_t *spec = h_kubesim_pod_spec(16, 1, env);
+		if (pods[i].cpu) {
+			json_t *res = json_object_get(
+				json_array_get(json_object_get(spec, "containers"), 0), "resources");
+			json_object_set_new(json_object_get(res, "requests"), "cpu",
+					    json_string(pods[i].cpu));
+			json_object_set_new(json_object_get(res, "limits"), "cpu",
+					    json_string(pods[i].cpu));
+		}
+		json_t *pod = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion", "v1", "kind",
+					"Pod", "metadata", "name", pods[i].name, "namespace",
+					"gpu-workbench", "spec", spec);
+		char *text = json_dumps(pod, JSON_COMPACT);
+		json_decref(pod);
+		json_decref(h_kube_create(&k, PODS, text));
+		gwb_free(text);
+	}
+	int grouped = access("/proc/self/autogroup", F_OK) == 0;
+	for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+		char path[128];
+		snprintf(path, sizeof path, PODS "/%s", pods[i].name);
+		json_decref(h_kube_wait(&k, path, h_pred_phase, "Running", 5000, path));
+		int pid = logged_pid(&k, pods[i].name);
+		CHECKF(nice_of(pid) == pods[i].nice, "%s (cpu %s): nice %d, want %d", pods[i].name,
+		       pods[i].cpu ? pods[i].cpu : "none", nice_of(pid), pods[i].nice);
+		if (!grouped)
+			continue;
+		char ag[64], want[32];
+		snprintf(path, sizeof path, "/proc/%d/autogroup", pid);
+		FILE *f = fopen(path, "r");
+		CHECKF(f && fgets(ag, sizeof ag, f), "cannot read %s", path);
+		fclose(f);
+		snprintf(want, sizeof want, " nice %d\n", pods[i].nice);
+		CHECKF(strstr(ag, want) != NULL, "%s: autogroup \"%s\", want \"%s\"", pods[i].name, ag,
+		       want);
 	}
 }

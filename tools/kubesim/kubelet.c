@@ -39,6 +39,7 @@
 #include "lib/devalloc.h"
 #include "lib/log.h"
 #include "lib/podinfo.h"
+#include "lib/quantity.h"
 #include "tools/kubesim/api.h"
 #include "tools/kubesim/events.h"
 #include "tools/kubesim/faults.h"
@@ -688,6 +689,21 @@ static void on_started(void *tag, pid_t pid, int err, int64_t started_ms, void *
 		ks_kick(k->ks);
 }
 
+/* The CPU weight of a container, from its cpu request (its limit when it has no request, as
+ * the API server defaults it), as a kubelet sets the cgroup's cpu.shares: on this one machine
+ * a simulated card's worker must not take the CPU from kubesim and gwb-server, which on a
+ * real cluster run elsewhere. */
+static int container_nice(const json_t *ctr)
+{
+	const char *q = obj_str(ctr, "resources.requests.cpu");
+	if (!q)
+		q = obj_str(ctr, "resources.limits.cpu");
+	int64_t milli = 0;
+	if (!q || quantity_parse_milli(q, &milli) != 0)
+		milli = 0;
+	return spawner_nice_for_cpu(milli);
+}
+
 /* Starts one container: on the spawner's thread when there is one (p is STARTING until its
  * report), else here. first: the pod's first start of it (the report records an Event). */
 static void start_container(struct kubelet *k, const json_t *pod, const json_t *ctr,
@@ -717,10 +733,10 @@ static void start_container(struct kubelet *k, const json_t *pod, const json_t *
 	p->stop_pending = 0;
 	if (k->spawner) {
 		k->starting++;
-		spawner_submit(k->spawner, p, dir, log, argv, env.v);
+		spawner_submit(k->spawner, p, dir, log, argv, env.v, container_nice(ctr));
 	} else {
 		int err;
-		pid_t pid = spawner_run(dir, log, argv, env.v, &err);
+		pid_t pid = spawner_run(dir, log, argv, env.v, container_nice(ctr), &err);
 		start_done(k, p, pid, err, clock_now_ms(), argv[0]);
 	}
 	env_free(&env);

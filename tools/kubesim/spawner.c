@@ -9,7 +9,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +23,7 @@ struct job {
 	void *tag;
 	char *dir, *log;
 	char **argv, **envp;
+	int nice;
 	pid_t pid;
 	int err;
 	int64_t started_ms;
@@ -93,8 +97,43 @@ static void job_free(struct job *j)
 	gwb_free(j);
 }
 
+int spawner_nice_for_cpu(int64_t milli_cpu)
+{
+	/* The kernel's weights for nice 0 to 19 (sched_prio_to_weight). */
+	static const int weight[20] = { 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+					110,  87,  70,  56,  45,  36,  29,  23,  18,  15 };
+	if (milli_cpu >= 1000)
+		return 0; /* a core or more: nice 0's weight, the most we may give */
+	int64_t shares = milli_cpu * 1024 / 1000;
+	if (shares < 2)
+		shares = 2;
+	int best = 0;
+	for (int n = 1; n < 20; n++)
+		if (llabs(shares - weight[n]) < llabs(shares - weight[best]))
+			best = n;
+	return best;
+}
+
+/* Gives the child pid the weight of nice: its own nice value, and its session's autogroup
+ * (absent when the kernel has none, which leaves the nice value to do the work). */
+static void set_weight(pid_t pid, int nice)
+{
+	if (nice <= 0)
+		return;
+	setpriority(PRIO_PROCESS, (id_t)pid, nice);
+	char path[48], val[8];
+	snprintf(path, sizeof path, "/proc/%d/autogroup", (int)pid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	int n = snprintf(val, sizeof val, "%d", nice);
+	ssize_t w = write(fd, val, (size_t)n);
+	(void)w; /* best effort, like the nice value */
+	close(fd);
+}
+
 pid_t spawner_run(const char *dir, const char *log, char *const *argv, char *const *envp,
-		  int *err)
+		  int nice, int *err)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -140,6 +179,8 @@ pid_t spawner_run(const char *dir, const char *log, char *const *argv, char *con
 	if (rc) {
 		*err = rc;
 		pid = -1;
+	} else {
+		set_weight(pid, nice);
 	}
 	posix_spawnattr_destroy(&at);
 out_fa:
@@ -167,7 +208,7 @@ static void *thread_main(void *arg)
 			break;
 		struct job *j = q_pop(&s->todo);
 		pthread_mutex_unlock(&s->mu);
-		j->pid = spawner_run(j->dir, j->log, j->argv, j->envp, &j->err);
+		j->pid = spawner_run(j->dir, j->log, j->argv, j->envp, j->nice, &j->err);
 		j->started_ms = clock_now_ms();
 		pthread_mutex_lock(&s->mu);
 		int was_empty = !s->done.head;
@@ -259,10 +300,11 @@ void spawner_free(struct spawner *s)
 }
 
 void spawner_submit(struct spawner *s, void *tag, const char *dir, const char *log,
-		    char *const *argv, char *const *envp)
+		    char *const *argv, char *const *envp, int nice)
 {
 	struct job *j = gwb_calloc(1, sizeof *j);
 	j->tag = tag;
+	j->nice = nice;
 	j->dir = gwb_strdup(dir);
 	j->log = gwb_strdup(log);
 	j->argv = strv_dup(argv);

@@ -26,9 +26,10 @@ struct spawner *spawner_new(struct event_base *base, spawner_done_fn fn, void *a
 void spawner_free(struct spawner *s);
 
 /* Queues one start: argv[0] is the program's path, argv and envp NULL-terminated, dir the
- * working folder, log the file that gets stdout and stderr. Everything is copied. */
+ * working folder, log the file that gets stdout and stderr, nice the child's CPU weight (see
+ * spawner_run). Everything is copied. */
 void spawner_submit(struct spawner *s, void *tag, const char *dir, const char *log,
-		    char *const *argv, char *const *envp);
+		    char *const *argv, char *const *envp, int nice);
 
 /* The start itself, on the caller's thread: posix_spawn (glibc clones with CLONE_VM |
  * CLONE_VFORK, so no page tables are copied, and reports a failed exec as its return value,
@@ -36,8 +37,16 @@ void spawner_submit(struct spawner *s, void *tag, const char *dir, const char *l
  * every signal at its default and none blocked, log on stdout and stderr, /dev/null on
  * stdin, no other descriptor, and dir as its working folder. A log that cannot be opened or
  * a folder that cannot be entered does not stop the start: the child keeps kubesim's
- * descriptor or folder instead. Returns the pid, or -1 with *err the errno. */
+ * descriptor or folder instead. nice (0 to 19) is the child's CPU weight, set on the child
+ * and on its session's scheduling group (Linux's autogroup, where there is one: a session of
+ * its own would otherwise weigh as much as kubesim's whole session). A weight that cannot be
+ * set does not stop the start either. Returns the pid, or -1 with *err the errno. */
 pid_t spawner_run(const char *dir, const char *log, char *const *argv, char *const *envp,
-		  int *err);
+		  int nice, int *err);
+
+/* The nice value (0 to 19) whose CPU weight is closest to the cpu.shares a kubelet gives a
+ * container requesting milli_cpu milli-cores (shares = milli-cores x 1024 / 1000, at least 2;
+ * 0 for no request). Weights below nice 0's are not given: raising one needs privileges. */
+int spawner_nice_for_cpu(int64_t milli_cpu);
 
 #endif
