@@ -188,6 +188,38 @@ static size_t keep(char *d, size_t s, size_t n, void *a)
 	return s * n;
 }
 
+/* One run of kubectl with args and -v=6: the time client-go's rate limiter held its requests
+ * back (its log lines "Waited for 181.49ms due to client-side throttling"), in ms; *waits how
+ * many requests waited. kubectl's requests are limited to 5/s with a burst of 10 whatever the
+ * server: of a list in N chunks of 500, the last leaves at least (N - 10) / 5 s after the
+ * first. */
+static int64_t kubectl_throttle_ms(const struct h_kubesim *k, const char *const *args, int *waits)
+{
+	const char *argv[16];
+	int n = 0;
+	for (; args[n] && n < 14; n++)
+		argv[n] = args[n];
+	argv[n++] = "-v=6";
+	argv[n] = NULL;
+	char *out = NULL;
+	h_kubectl(k, &out, argv);
+	double ms = 0;
+	*waits = 0;
+	for (const char *p = out; p && (p = strstr(p, "Waited for ")); p++) {
+		char *end;
+		double v = strtod(p + strlen("Waited for "), &end);
+		if (strncmp(end, "ms", 2) == 0)
+			ms += v;
+		else if (strncmp(end, "µs", strlen("µs")) == 0)
+			ms += v / 1000;
+		else if (*end == 's')
+			ms += v * 1000;
+		(*waits)++;
+	}
+	gwb_free(out);
+	return (int64_t)ms;
+}
+
 /* The requests kubectl get pods -A makes (Tables in chunks of 500, following continue), from
  * here: the API's share of the command. Returns ms; *chunks the requests made. */
 static int64_t time_chunked_table(const struct h_kubesim *k, int *chunks)
@@ -339,6 +371,12 @@ int main(void)
 	printf("  %-46s %8lld ms  (its API part: %d Table chunks of 500; kubesim CPU %lld ms)\n",
 	       "the same requests without kubectl", (long long)ms, chunks,
 	       (long long)(proc_cpu_ms(k.proc.pid) - ks0));
+	int waits = 0;
+	int64_t held = kubectl_throttle_ms(&k, all, &waits);
+	printf("  %-46s %8lld ms  (%d requests waited; at client-go's 5/s with a burst of 10, "
+	       "chunk %d leaves >= %d ms after the first, whatever the server)\n",
+	       "of which kubectl's client-side throttling", (long long)held, waits, chunks,
+	       chunks > 10 ? (chunks - 10) * 200 : 0);
 	ms = time_kubectl(&k, one, &lines, &cpu);
 	printf("  %-46s %8lld ms  (bound: the baseline + 100 ms; %d lines)\n",
 	       "kubectl get pods -A -l gwb.io/task=bench-j-1234", (long long)ms, lines);
