@@ -600,6 +600,14 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		  int64_t wal_max_bytes, char *err, size_t errlen)
 {
 	int busy_timeout_ms = open_busy_ms;
+	/* No memory statistics: SQLite would take a global mutex on every allocation to keep
+	 * them, and nothing here reads them. Only possible before SQLite is initialised (the
+	 * first open); later calls fail harmlessly. */
+	static int configured;
+	if (!configured) {
+		configured = 1;
+		sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	}
 	struct store *s = gwb_calloc(1, sizeof *s);
 	int rc = sqlite3_open_v2(path, &s->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

@@ -6,6 +6,7 @@
  * <= 10 ms; at 8 connections >= 2,750/s. After the runs the server is killed with SIGKILL and
  * every acknowledged task is counted in the database. Also the server's resident memory. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -89,7 +90,35 @@ static size_t answer_len(const struct bconn *c, int *status)
 struct result {
 	double rate, p50_ms, p99_ms;
 	int ok, errors;
+	double cpu_us; /* the server's CPU time (all its threads) per request */
 };
+
+static pid_t server_pid;
+
+/* CPU time of every thread of the server so far, in ns (the first field of each thread's
+ * schedstat): a figure that a busy machine does not move, unlike the rates. */
+static int64_t server_cpu_ns(void)
+{
+	char path[64], tpath[96];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)server_pid);
+	DIR *d = opendir(path);
+	int64_t ns = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(tpath, sizeof tpath, "%s/%.20s/schedstat", path, e->d_name);
+		FILE *f = fopen(tpath, "r");
+		long long v = 0;
+		if (f && fscanf(f, "%lld", &v) == 1)
+			ns += v;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return ns;
+}
 
 /* Sends total requests over conns connections, closed loop; every answer must be want. */
 static struct result run(const char *label, int port, int submit, int conns, int total)
@@ -108,7 +137,7 @@ static struct result run(const char *label, int port, int submit, int conns, int
 	struct pollfd pfd[MAX_CONNS];
 	int64_t *lat = gwb_malloc(sizeof *lat * (size_t)total);
 	int sent = 0, done = 0, errors = 0;
-	int64_t t0 = now_us();
+	int64_t t0 = now_us(), cpu0 = server_cpu_ns();
 	for (int i = 0; i < conns; i++) {
 		cs[i].fd = conn_open(port);
 		pfd[i].fd = cs[i].fd;
@@ -148,15 +177,17 @@ static struct result run(const char *label, int port, int submit, int conns, int
 			}
 		}
 	}
-	int64_t us = now_us() - t0;
+	int64_t us = now_us() - t0, cpu = server_cpu_ns() - cpu0;
 	for (int i = 0; i < conns; i++)
 		close(cs[i].fd);
 	int ok = done - errors;
 	qsort(lat, (size_t)ok, sizeof *lat, cmp_i64);
 	struct result r = { us ? ok * 1e6 / (double)us : 0, ok ? lat[ok / 2] / 1000.0 : 0,
-			    ok ? lat[(ok * 99) / 100] / 1000.0 : 0, ok, errors };
-	printf("%-34s %6d req in %6.0f ms = %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
-	       label, ok, us / 1000.0, r.rate, r.p50_ms, r.p99_ms, errors);
+			    ok ? lat[(ok * 99) / 100] / 1000.0 : 0, ok, errors,
+			    done ? cpu / 1000.0 / done : 0 };
+	printf("%-34s %6d req in %6.0f ms = %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  "
+	       "server CPU %.1f us/req\n",
+	       label, ok, us / 1000.0, r.rate, r.p50_ms, r.p99_ms, errors, r.cpu_us);
 	gwb_free(lat);
 	gwb_free(cs);
 	return r;
@@ -249,6 +280,7 @@ int main(void)
 	s.env[0] = "GWB_LOG_LEVEL=warn"; /* a log line per task would be measured too */
 	s.env[1] = NULL;
 	h_server_start(&s);
+	server_pid = s.proc.pid;
 	struct h_resp r;
 	h_req(&r, "PUT", s.proc.url, "/v1/teams/bench", s.admin,
 	      "{\"gpu_memory_mib\": 1000000000, \"gpu_core_percent\": 1000000, \"token\": "
@@ -269,6 +301,9 @@ int main(void)
 	       "%s)\n",
 	       h64.rate ? s64.rate / h64.rate : 0, verdict(s64.rate >= 0.5 * h64.rate),
 	       s64.p99_ms, verdict(s64.p99_ms <= 10.0));
+	printf("64 conns: server CPU per submission %.1f us, per /healthz %.1f us (ratio %.2f: "
+	       "the rate ratio the server's CPU alone would allow)\n",
+	       s64.cpu_us, h64.cpu_us, s64.cpu_us > 0 ? h64.cpu_us / s64.cpu_us : 0);
 	printf("8 conns: %.0f submissions/s (target >= 2750: %s), healthz %.0f/s, ratio %.2f\n",
 	       s8.rate, verdict(s8.rate >= 2750), h8.rate, h8.rate ? s8.rate / h8.rate : 0);
 	printf("server RSS: %ld KiB before, %ld KiB after %lld accepted tasks\n", rss0,
