@@ -234,7 +234,7 @@ static int logged_pid(struct h_kubesim *k, const char *pod)
 	for (int tries = 0; tries < 100; tries++) {
 		char *log = get_log(k, pod, NULL);
 		const char *p = strstr(log, "worker pid=");
-		int pid = p ? atoi(p + strlen("worker pid=")) : 0;
+		int pid = p ? (int)strtol(p + strlen("worker pid="), NULL, 10) : 0;
 		gwb_free(log);
 		if (pid > 0)
 			return pid;
@@ -260,7 +260,7 @@ static int nice_of(int pid)
 	for (; *p && field < 19; p++)
 		if (*p == ' ')
 			field++;
-	return atoi(p);
+	return (int)strtol(p, NULL, 10);
 }
 
 /* A container's CPU weight follows its cpu request as a kubelet's cpu.shares do (shares =
