@@ -35,6 +35,7 @@ struct rop {
 	long req;
 	int64_t next_try_ms;
 	int64_t adopted_ms; /* when a Job was last adopted from an answer (0: never) */
+	int adopting;       /* an answer's Job waits in ops->adoptions to be recorded */
 	struct backoff bo;  /* between failed attempts */
 	int64_t wait_ms;    /* the last wait it drew, for the logs */
 	int nwaiters;
@@ -59,8 +60,27 @@ struct list_batch {
 	struct list_batch *next;
 };
 
+/* Adoptions (a create's, a GET's or a suspend's answer) are recorded in SQLite together: one
+ * COMMIT with synchronous=FULL, so one fsync on the loop, for many answers. While the
+ * Kubernetes client is busy they are held up to ADOPT_HOLD_MS or until ADOPT_BATCH_MAX have
+ * gathered (under a burst, creates are answered one at a time, tens a second, and one fsync
+ * each kept the loop waiting a third of its time); otherwise they are recorded at the next
+ * safe point. The task's operation stays in progress until its record is committed, and its
+ * waiters (the intents it answers) fire only then. */
+#define ADOPT_BATCH_MAX 32
+#define ADOPT_HOLD_MS 200
+struct adoption {
+	struct rop *o;
+	char uid[64];
+	int suspended;
+	int then_backoff; /* a GET's answer: wait a little before asking again */
+};
+
 struct recon_ops {
 	struct recon_ctx c;
+	struct adoption adoptions[ADOPT_BATCH_MAX];
+	int nadoptions;
+	int64_t adopt_since_ms; /* monotonic: when the oldest of them was held */
 	struct rop *rops;           /* every tracked task, newest first (the walks' order) */
 	struct strmap *by_id;       /* task id -> its struct rop in rops */
 	struct list_batch *batches; /* in flight; freed when answered or with ops */
@@ -208,35 +228,73 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 	waiters_fire(o, 0);
 }
 
-/* Records that the task's Job exists (its uid) in SQLite. The picture is left to the watch:
- * an answer may be older than what the watch already showed. The record and the outcomes of
- * the intents it answers share one transaction (each a savepoint of it): one fsync, not one
- * each. As at the reconciler's safe point, what the waiters send (acknowledgements) leaves
- * the loop only after this callback, so after the COMMIT. */
-static void adopt(struct rop *o, const json_t *job)
+static void adoptions_record(struct recon_ops *ops);
+
+/* Records that the task's Job exists (its uid) in SQLite, with the adoptions held beside it
+ * (see struct adoption). The picture is left to the watch: an answer may be older than what
+ * the watch already showed. then_backoff: a GET's answer (the watch will show it; wait a
+ * little before asking again). */
+static void adopt(struct rop *o, const json_t *job, int then_backoff)
 {
 	struct recon_ops *ops = o->ops;
+	if (ops->nadoptions == ADOPT_BATCH_MAX)
+		adoptions_record(ops);
+	struct adoption *a = &ops->adoptions[ops->nadoptions++];
+	a->o = o;
 	const char *uid = kobj_uid(job);
+	snprintf(a->uid, sizeof a->uid, "%s", uid ? uid : "");
+	a->suspended = kobj_suspended(job);
+	a->then_backoff = then_backoff;
+	if (ops->nadoptions == 1)
+		ops->adopt_since_ms = clock_mono_ms();
+	o->req = 0; /* answered: nothing in flight, but the operation lasts until recorded */
+	o->adopting = 1;
+	ops->c.dirty(ops->c.arg, o->id); /* a safe point comes, and flushes (recon_ops_flush) */
+}
+
+/* The held adoptions in one transaction (each write a savepoint of it): one fsync. The
+ * outcomes of the intents they answer are written by their waiters inside it too; what the
+ * waiters send (acknowledgements) leaves the loop only after this returns, so after the
+ * COMMIT. */
+static void adoptions_record(struct recon_ops *ops)
+{
+	int n = ops->nadoptions;
+	if (!n)
+		return;
+	struct adoption held[ADOPT_BATCH_MAX];
+	memcpy(held, ops->adoptions, sizeof held[0] * (size_t)n);
+	ops->nadoptions = 0;
 	int batch = store_batch_begin(ops->c.store) == 0;
 	struct task *t = gwb_malloc(sizeof *t);
-	if (uid && store_task_load(ops->c.store, o->id, t) == 0 && strcmp(t->job_uid, uid) != 0) {
-		TASK_SET_TEXT(t, job_uid, uid);
-		task_set_bool(t, &t->job_suspended, kobj_suspended(job));
-		if (t->state == TASK_UNKNOWN || t->state == TASK_CREATING)
-			task_set_state(t, TASK_PENDING);
-		json_t *d = json_pack("{s:s}", "job_uid", uid);
-		if (store_task_observe(ops->c.store, t, d, clock_now_ms()))
-			log_warn("recon", "adopt_not_recorded", "task=%s", o->id);
-		json_decref(d);
+	int64_t now = clock_now_ms();
+	for (int i = 0; i < n; i++) {
+		struct rop *o = held[i].o;
+		if (held[i].uid[0] && store_task_load(ops->c.store, o->id, t) == 0 &&
+		    strcmp(t->job_uid, held[i].uid) != 0) {
+			TASK_SET_TEXT(t, job_uid, held[i].uid);
+			task_set_bool(t, &t->job_suspended, held[i].suspended);
+			if (t->state == TASK_UNKNOWN || t->state == TASK_CREATING)
+				task_set_state(t, TASK_PENDING);
+			json_t *d = json_pack("{s:s}", "job_uid", held[i].uid);
+			if (store_task_observe(ops->c.store, t, d, now))
+				log_warn("recon", "adopt_not_recorded", "task=%s", o->id);
+			json_decref(d);
+		}
 	}
 	gwb_free(t);
-	backoff_reset(&o->bo);
-	o->next_try_ms = 0;
-	o->adopted_ms = clock_now_ms();
-	op_done_common(o);
-	waiters_fire(o, 0);
+	for (int i = 0; i < n; i++) {
+		struct rop *o = held[i].o;
+		o->adopting = 0;
+		backoff_reset(&o->bo);
+		o->next_try_ms = 0;
+		o->adopted_ms = now;
+		op_done_common(o);
+		waiters_fire(o, 0);
+		if (held[i].then_backoff)
+			backoff(o, now);
+	}
 	if (batch && store_batch_commit(ops->c.store))
-		log_warn("recon", "adopt_not_recorded", "task=%s db=%s", o->id,
+		log_warn("recon", "adopt_not_recorded", "tasks=%d db=%s", n,
 			 log_q(store_errmsg(ops->c.store)));
 }
 
@@ -248,7 +306,7 @@ static void on_post(void *arg, const struct kube_result *res)
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
 		log_info("recon", "job_created", "task=%s uid=%s", o->id,
 			 log_q(kobj_uid(res->body)));
-		return adopt(o, res->body);
+		return adopt(o, res->body, 0);
 	}
 	if (res->outcome == KUBE_REJECTED && res->status == 409) {
 		/* AlreadyExists: ours from an earlier attempt whose answer was lost, or a cancel
@@ -316,9 +374,7 @@ static void on_get(void *arg, const struct kube_result *res)
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
 		if (jobspec_is_ours(res->body, o->id)) {
 			/* The watch will show it; wait a little before asking again. */
-			adopt(o, res->body);
-			backoff(o, clock_now_ms());
-			return;
+			return adopt(o, res->body, 1);
 		}
 		json_t *d = json_pack("{s:s?, s:O?}", "job_uid", kobj_uid(res->body), "labels",
 				      kobj_path(res->body, "metadata", "labels"));
@@ -348,7 +404,7 @@ static void on_patch(void *arg, const struct kube_result *res)
 	if (res->outcome == KUBE_OK && json_is_object(res->body)) {
 		log_info("recon", "job_suspend_requested", "task=%s", o->id);
 		note(o->ops, o->id, "job_suspend_requested", NULL);
-		return adopt(o, res->body);
+		return adopt(o, res->body, 0);
 	}
 	if (res->status == 404) {
 		o->op = OP_NONE;
@@ -559,9 +615,12 @@ struct recon_ops *recon_ops_new(const struct recon_ctx *ctx)
 
 void recon_ops_flush(struct recon_ops *ops)
 {
+	int busy = kube_room(ops->c.kube) < kube_window(ops->c.kube) / 2;
+	if (ops->nadoptions &&
+	    (!busy || clock_mono_ms() - ops->adopt_since_ms >= ADOPT_HOLD_MS))
+		adoptions_record(ops);
 	if (!ops->lists_held)
 		return; /* most safe points ask for none: no walk over every operation */
-	int busy = kube_room(ops->c.kube) < kube_window(ops->c.kube) / 2;
 	if (busy && ops->lists_held < LIST_BATCH_MAX &&
 	    clock_mono_ms() - ops->held_since_ms < LIST_HOLD_MS)
 		return; /* a later flush (a safe point, the housekeeping tick) sends them */
