@@ -35,7 +35,6 @@ struct rop {
 	long req;
 	int64_t next_try_ms;
 	int64_t adopted_ms; /* when a Job was last adopted from an answer (0: never) */
-	int adopting;       /* an answer's Job waits in ops->adoptions to be recorded */
 	struct backoff bo;  /* between failed attempts */
 	int64_t wait_ms;    /* the last wait it drew, for the logs */
 	int nwaiters;
@@ -247,8 +246,7 @@ static void adopt(struct rop *o, const json_t *job, int then_backoff)
 	a->then_backoff = then_backoff;
 	if (ops->nadoptions == 1)
 		ops->adopt_since_ms = clock_mono_ms();
-	o->req = 0; /* answered: nothing in flight, but the operation lasts until recorded */
-	o->adopting = 1;
+	o->req = 0; /* answered: nothing in flight, but o->op lasts until it is recorded */
 	ops->c.dirty(ops->c.arg, o->id); /* a safe point comes, and flushes (recon_ops_flush) */
 }
 
@@ -284,7 +282,6 @@ static void adoptions_record(struct recon_ops *ops)
 	gwb_free(t);
 	for (int i = 0; i < n; i++) {
 		struct rop *o = held[i].o;
-		o->adopting = 0;
 		backoff_reset(&o->bo);
 		o->next_try_ms = 0;
 		o->adopted_ms = now;
