@@ -48,6 +48,20 @@ static int unpublished(struct store *s)
 	return n;
 }
 
+/* A store in the folder of the case, closed at its end, with team alpha (mem_mib of memory)
+ * and the sync thread started; with watch, the outbox's hook counts wake-ups in woken. */
+static struct store *synced_store(const char *file, int64_t mem_mib, int watch)
+{
+	struct store *s = open_store(h_path(file));
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", mem_mib, 1000, NULL, 1, &created), 0);
+	if (watch)
+		store_outbox_watch(s, on_outbox, NULL);
+	CHECK_INT(store_sync_start(s), 0);
+	return s;
+}
+
 /* Waits for the thread's answer and hands it to the store, as the server's loop does. */
 static void wait_sync(struct store *s)
 {
@@ -67,12 +81,7 @@ static void submit_later(struct store *s, const char *name)
 
 TEST(store_sync_batch_durable_after_the_thread_and_intents_wait_for_it)
 {
-	struct store *s = open_store(h_path("s.db"));
-	t_defer(close_store, s);
-	int created = 0;
-	CHECK_INT(store_team_put(s, "alpha", 100000, 1000, NULL, 1, &created), 0);
-	store_outbox_watch(s, on_outbox, NULL);
-	CHECK_INT(store_sync_start(s), 0);
+	struct store *s = synced_store("s.db", 100000, 1);
 	uint64_t before = store_commit_seq(s);
 	CHECK(store_durable_seq(s) == before);
 
@@ -97,11 +106,7 @@ TEST(store_sync_batch_durable_after_the_thread_and_intents_wait_for_it)
 
 TEST(store_sync_full_commit_makes_earlier_ones_durable)
 {
-	struct store *s = open_store(h_path("f.db"));
-	t_defer(close_store, s);
-	int created = 0;
-	CHECK_INT(store_team_put(s, "alpha", 100000, 1000, NULL, 1, &created), 0);
-	CHECK_INT(store_sync_start(s), 0);
+	struct store *s = synced_store("f.db", 100000, 0);
 	submit_later(s, "one");
 	CHECK(store_durable_seq(s) < store_commit_seq(s));
 	CHECK_INT(unpublished(s), 0);
@@ -119,12 +124,7 @@ TEST(store_sync_full_commit_makes_earlier_ones_durable)
 
 TEST(store_sync_stop_syncs_what_waits)
 {
-	const char *db = h_path("t.db");
-	struct store *s = open_store(db);
-	t_defer(close_store, s);
-	int created = 0;
-	CHECK_INT(store_team_put(s, "alpha", 100000, 1000, NULL, 1, &created), 0);
-	CHECK_INT(store_sync_start(s), 0);
+	struct store *s = synced_store("t.db", 100000, 0);
 	for (int i = 0; i < 5; i++)
 		submit_later(s, "many");
 	store_sync_stop(s);
@@ -141,11 +141,7 @@ TEST(store_sync_stop_syncs_what_waits)
  * nothing of its own to wait for. */
 TEST(store_sync_commit_that_wrote_nothing_changes_nothing)
 {
-	struct store *s = open_store(h_path("n.db"));
-	t_defer(close_store, s);
-	int created = 0;
-	CHECK_INT(store_team_put(s, "alpha", 100, 1000, NULL, 1, &created), 0);
-	CHECK_INT(store_sync_start(s), 0);
+	struct store *s = synced_store("n.db", 100, 0);
 	submit_later(s, "fits"); /* 16 MiB of 100 */
 	uint64_t seq = store_commit_seq(s), durable = store_durable_seq(s);
 	CHECK(durable < seq);
