@@ -110,8 +110,9 @@ struct req {
  * flush point, in order: decide for every deferred request of the turn inside one batch
  * transaction (each call is one unit of the store and keeps its outcome in ctx; it must not
  * reply), then, once the one COMMIT is durable (after the sync thread's sync), reply for
- * each (it answers r exactly once), then release. decide may run twice for the same request when the batch is decided again
- * (store_batch_spoiled): each call replaces the outcome of the one before. */
+ * each (it answers r exactly once), then release. decide may run twice for the same request
+ * when the batch is decided again (store_batch_spoiled): each call replaces the outcome of the
+ * one before. */
 struct http_deferred_ops {
 	void (*decide)(struct req *r, void *ctx);
 	/* commit_rc: 0 when the batch is durable, otherwise the batch's error (GWB_EBUSY, ...):

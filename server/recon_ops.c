@@ -64,8 +64,10 @@ struct list_batch {
  * Kubernetes client is busy they are held up to ADOPT_HOLD_MS or until ADOPT_BATCH_MAX have
  * gathered (under a burst, creates are answered one at a time, tens a second, and one fsync
  * each kept the loop waiting a third of its time); otherwise they are recorded at the next
- * safe point. The task's operation stays in progress until its record is committed, and its
- * waiters (the intents it answers) fire only then. */
+ * safe point. The hold is checked where the lists' is (recon_ops_flush: every safe point, and
+ * the housekeeping tick, so a hold outlasts ADOPT_HOLD_MS by up to a tick when no answer or
+ * event comes meanwhile). The task's operation stays in progress until its record is
+ * committed, and its waiters (the intents it answers) fire only then. */
 #define ADOPT_BATCH_MAX 32
 #define ADOPT_HOLD_MS 200
 struct adoption {
