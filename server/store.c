@@ -611,7 +611,7 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 	struct store *s = gwb_calloc(1, sizeof *s);
 	int rc = sqlite3_open_v2(path, &s->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-				 NULL);
+				 store_vfs_name());
 	if (rc != SQLITE_OK) {
 		snprintf(err, errlen, "%s: %s", path, store_errmsg(s));
 		store_close(s);
