@@ -18,26 +18,20 @@
 #include "server/reconciler.h"
 
 /* Validation ranges of a submission (API.md). */
-#define MEM_MIB_MAX        1048576
-#define CORE_PCT_MAX       100
-#define COUNT_MAX          8
-#define DURATION_MAX       86400
-#define NAME_MAX_BYTES     128
-#define KEY_MAX_BYTES      128
-#define LIST_LIMIT_MAX     500
+#define MEM_MIB_MAX 1048576
+#define CORE_PCT_MAX 100
+#define COUNT_MAX 8
+#define DURATION_MAX 86400
+#define NAME_MAX_BYTES 128
+#define KEY_MAX_BYTES 128
+#define LIST_LIMIT_MAX 500
 #define LIST_LIMIT_DEFAULT 50
 
-static const char *const submit_fields[] = {"team",
-                                            "name",
-                                            "gpu_memory_mib",
-                                            "gpu_core_percent",
-                                            "gpu_count",
-                                            "duration_seconds",
-                                            "qos",
-                                            "experiment",
-                                            NULL};
-static const char *const qos_values[] = {"LS", "BE", NULL};
-static const char *const experiment_values[] = {"normal", "overlimit", NULL};
+static const char *const submit_fields[] = { "team", "name", "gpu_memory_mib", "gpu_core_percent",
+					     "gpu_count", "duration_seconds", "qos", "experiment",
+					     NULL };
+static const char *const qos_values[] = { "LS", "BE", NULL };
+static const char *const experiment_values[] = { "normal", "overlimit", NULL };
 
 int api_valid_team(const char *s)
 {
@@ -100,7 +94,7 @@ static int parse_submission(struct req *r, const json_t *body, struct task_req *
 	}
 	if (!api_valid_team(req->team)) {
 		http_reply_invalid_field(r, "team",
-		                         "must be a DNS label: lowercase letters, digits and '-'");
+					 "must be a DNS label: lowercase letters, digits and '-'");
 		return -1;
 	}
 	if (!valid_name(req->name)) {
@@ -145,7 +139,7 @@ static void fingerprint(const struct task_req *q, char out[65])
 static json_t *pair(int64_t mem, int64_t core)
 {
 	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
-	                 (json_int_t)core);
+			 (json_int_t)core);
 }
 
 /* The task's detail view as the body of status: written as text when it can be, else
@@ -178,24 +172,24 @@ static void reply_task(struct req *r, int status, const char *id)
 }
 
 static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
-                               const struct submit_result *res)
+			       const struct submit_result *res)
 {
 	switch (rc) {
 	case GWB_EQUOTA:
 		return http_reply_error(
-		    r, 403, "quota_exceeded", "the team's quota cannot hold this task",
-		    json_pack("{s:s, s:o, s:o, s:o}", "team", q->team, "requested",
-		              pair(res->req_mem, res->req_core), "reserved",
-		              pair(res->reserved_mem, res->reserved_core), "quota",
-		              pair(res->quota_mem, res->quota_core)));
+			r, 403, "quota_exceeded", "the team's quota cannot hold this task",
+			json_pack("{s:s, s:o, s:o, s:o}", "team", q->team, "requested",
+				  pair(res->req_mem, res->req_core), "reserved",
+				  pair(res->reserved_mem, res->reserved_core), "quota",
+				  pair(res->quota_mem, res->quota_core)));
 	case GWB_ECONFLICT:
 		return http_reply_error(
-		    r, 409, "idempotency_key_reused",
-		    "this Idempotency-Key was used for a submission with other parameters",
-		    json_pack("{s:s}", "task_id", res->task_id));
+			r, 409, "idempotency_key_reused",
+			"this Idempotency-Key was used for a submission with other parameters",
+			json_pack("{s:s}", "task_id", res->task_id));
 	case GWB_ENOTFOUND:
 		return http_reply_error(r, 404, "team_not_found", "no such team",
-		                        json_pack("{s:s}", "team", q->team));
+					json_pack("{s:s}", "team", q->team));
 	case GWB_EBUSY:
 		http_add_header(r, "Retry-After", "1");
 		return http_reply_error(r, 503, "busy", "the database is busy; retry", NULL);
@@ -203,9 +197,9 @@ static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
 		return http_reply_store_error(r, rc, NULL);
 	default:
 		log_error("api", "submit_failed", "team=%s error=%s db=%s", log_q(q->team),
-		          err_name(rc), log_q(store_errmsg(r->api->store)));
+			  err_name(rc), log_q(store_errmsg(r->api->store)));
 		return http_reply_error(r, 500, "internal", "the submission could not be stored",
-		                        NULL);
+					NULL);
 	}
 }
 
@@ -243,7 +237,7 @@ static void dry_run(struct req *r, const struct task_req *q)
 	json_t *team = store_team_json(r->api->store, q->team);
 	if (!team)
 		return http_reply_error(r, 404, "team_not_found", "no such team",
-		                        json_pack("{s:s}", "team", q->team));
+					json_pack("{s:s}", "team", q->team));
 	int64_t qm = pair_get(team, "quota", "gpu_memory_mib");
 	int64_t qc = pair_get(team, "quota", "gpu_core_percent");
 	int64_t rm = pair_get(team, "reserved", "gpu_memory_mib");
@@ -252,32 +246,29 @@ static void dry_run(struct req *r, const struct task_req *q)
 	int64_t mem = q->gpu_memory_mib * q->gpu_count, core = q->gpu_core_percent * q->gpu_count;
 	int admitted = rm + mem <= qm && rc + core <= qc;
 	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", admitted, "requested",
-	                          pair(mem, core), "reserved", pair(rm, rc), "quota", pair(qm, qc));
+				  pair(mem, core), "reserved", pair(rm, rc), "quota", pair(qm, qc));
 	if (!admitted)
 		json_object_set_new(quota, "code", json_string("quota_exceeded"));
 	const char *strategy = r->api->cfg->predict_strategy;
 	json_t *basis = json_pack("{s:b, s:s}", "picture_fresh", 0, "strategy", strategy);
 	json_t *placement = json_null();
 	if (admitted && r->api->recon) {
-		struct diag_req dr = {
-		    "(dry run)", q->gpu_memory_mib, q->gpu_core_percent, q->gpu_count, rm, qm, rc,
-		    qc};
+		struct diag_req dr = { "(dry run)", q->gpu_memory_mib, q->gpu_core_percent,
+				       q->gpu_count, rm, qm, rc, qc };
 		int fresh = 0;
 		json_decref(placement);
 		placement = reconciler_predict(r->api->recon, &dr, strategy, &fresh);
 		json_object_set_new(basis, "picture_fresh", json_boolean(fresh));
 		if (!fresh)
-			json_object_set_new(
-			    basis, "note",
-			    json_string("the card picture is stale (the API server is "
-			                "away): the placement may be out of date"));
+			json_object_set_new(basis, "note",
+					    json_string("the card picture is stale (the API server is "
+							"away): the placement may be out of date"));
 	} else if (admitted) {
 		json_object_set_new(basis, "note",
-		                    json_string("no Kubernetes API is configured: no placement"));
+				    json_string("no Kubernetes API is configured: no placement"));
 	}
-	http_reply_json(r, 200,
-	                json_pack("{s:b, s:o, s:o, s:o}", "dry_run", 1, "quota", quota, "placement",
-	                          placement, "basis", basis));
+	http_reply_json(r, 200, json_pack("{s:b, s:o, s:o, s:o}", "dry_run", 1, "quota", quota,
+					  "placement", placement, "basis", basis));
 }
 
 /* A submission waiting for the group commit: the parsed body (q's strings point into it) and
@@ -304,7 +295,7 @@ static void submit_decide(struct req *r, void *arg)
 	if (!c->row)
 		c->row = gwb_malloc(sizeof *c->row);
 	c->rc = store_task_submit_row(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
-	                              c->now_ms, c->ttl_ms, &c->res, c->row);
+				      c->now_ms, c->ttl_ms, &c->res, c->row);
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)
@@ -322,8 +313,8 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 		return reply_task(r, 200, c->res.task_id);
 	}
 	log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
-	         c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
-	         (long long)c->res.req_core);
+		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
+		 (long long)c->res.req_core);
 	reply_view(r, 201, c->row);
 	api_task_changed(r->api, c->res.task_id);
 }
@@ -336,7 +327,8 @@ static void submit_release(void *arg)
 	gwb_free(c);
 }
 
-static const struct http_deferred_ops submit_ops = {submit_decide, submit_reply, submit_release};
+static const struct http_deferred_ops submit_ops = { submit_decide, submit_reply,
+						     submit_release };
 
 void api_tasks_submit(struct req *r)
 {
@@ -347,7 +339,7 @@ void api_tasks_submit(struct req *r)
 	const char *key = http_header(r, "Idempotency-Key");
 	if (key && !valid_key(key))
 		return http_reply_invalid_field(r, "Idempotency-Key",
-		                                "must be 1 to 128 visible ASCII characters");
+						"must be 1 to 128 visible ASCII characters");
 	json_t *body = http_json_body(r);
 	if (!body)
 		return;
@@ -389,8 +381,8 @@ static int query_int(struct req *r, const char *name, int64_t min, int64_t max, 
 	long long x = strtoll(v, &end, 10);
 	if (errno || end == v || *end || x < min || x > max) {
 		char rule[96];
-		snprintf(rule, sizeof rule, "must be an integer from %lld to %lld", (long long)min,
-		         (long long)max);
+		snprintf(rule, sizeof rule, "must be an integer from %lld to %lld",
+			 (long long)min, (long long)max);
 		http_reply_invalid_field(r, name, rule);
 		return -1;
 	}
@@ -414,12 +406,12 @@ static void list_one(void *arg, const struct task *t)
 		jw_raw(w, text, strlen(text));
 	else
 		w->failed = 1; /* jansson refused a text too */
-	gwb_free(text);        /* jansson allocates through gwb_malloc (lib/alloc.c) */
+	gwb_free(text); /* jansson allocates through gwb_malloc (lib/alloc.c) */
 }
 
 void api_tasks_list(struct req *r)
 {
-	static const char *const known[] = {"team", "state", "limit", "cursor", NULL};
+	static const char *const known[] = { "team", "state", "limit", "cursor", NULL };
 	for (struct evkeyval *kv = r->query.tqh_first; kv; kv = kv->next.tqe_next) {
 		int ok = 0;
 		for (const char *const *k = known; *k; k++)
@@ -448,8 +440,8 @@ void api_tasks_list(struct req *r)
 	jw_init(&tasks);
 	jw_arr_begin(&tasks);
 	int64_t next;
-	int rc = store_task_list(r->api->store, team, state, cursor, (int)limit, list_one, &tasks,
-	                         &next);
+	int rc = store_task_list(r->api->store, team, state, cursor, (int)limit, list_one,
+				 &tasks, &next);
 	jw_arr_end(&tasks);
 	if (rc || !jw_ok(&tasks)) {
 		jw_free(&tasks);

@@ -28,9 +28,9 @@
 #include "server/ratelimit.h"
 
 /* Decisions per batch, and a submission's time from arrival to reply (seconds). */
-static const double batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
-static const double submit_bounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
-                                       0.05,   0.1,   0.25,  0.5,   1,    2.5};
+static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
+static const double submit_bounds[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
+					0.05,   0.1,   0.25,  0.5,   1,    2.5 };
 
 static int64_t mono_us(void)
 {
@@ -120,7 +120,7 @@ static void reply_buf(struct req *r, int status, struct evbuffer *buf)
 	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
 	evbuffer_free(buf);
 	log_debug("http", "reply", "method=%d path=%s status=%d", (int)r->method, log_q(r->path),
-	          status);
+		  status);
 }
 
 void http_reply_json(struct req *r, int status, json_t *body)
@@ -129,7 +129,7 @@ void http_reply_json(struct req *r, int status, json_t *body)
 }
 
 void http_reply_error(struct req *r, int status, const char *code, const char *message,
-                      json_t *details)
+		      json_t *details)
 {
 	json_t *err = details ? details : json_object();
 	json_object_set_new(err, "code", json_string(code));
@@ -142,7 +142,7 @@ void http_reply_invalid_field(struct req *r, const char *field, const char *rule
 	char msg[320];
 	snprintf(msg, sizeof msg, "%s: %s", field, rule);
 	http_reply_error(r, 400, "invalid_field", msg,
-	                 json_pack("{s:s, s:s}", "field", field, "rule", rule));
+			 json_pack("{s:s, s:s}", "field", field, "rule", rule));
 }
 
 json_t *http_json_body(struct req *r)
@@ -153,16 +153,16 @@ json_t *http_json_body(struct req *r)
 		n--;
 	if (!ct || n != strlen("application/json") || strncasecmp(ct, "application/json", n) != 0) {
 		http_reply_error(r, 415, "unsupported_media_type",
-		                 "the body must be sent as Content-Type: application/json",
-		                 json_pack("{s:s?}", "content_type", ct));
+				 "the body must be sent as Content-Type: application/json",
+				 json_pack("{s:s?}", "content_type", ct));
 		return NULL;
 	}
 	struct jx_parse_err pe;
 	json_t *v = jx_parse(r->body, r->body_len, &pe);
 	if (!v) {
 		http_reply_error(r, 400, pe.code, pe.message,
-		                 json_pack("{s:i, s:i, s:i}", "line", (int)pe.line, "column",
-		                           (int)pe.column, "position", (int)pe.position));
+				 json_pack("{s:i, s:i, s:i}", "line", (int)pe.line, "column",
+					   (int)pe.column, "position", (int)pe.position));
 		return NULL;
 	}
 	if (!json_is_object(v)) {
@@ -178,7 +178,7 @@ int http_may_act_on(struct req *r, const char *team)
 	if (r->is_admin || strcmp(r->team, team) == 0)
 		return 1;
 	http_reply_error(r, 403, "forbidden", "this token may not act on another team",
-	                 json_pack("{s:s}", "team", team));
+			 json_pack("{s:s}", "team", team));
 	return 0;
 }
 
@@ -206,8 +206,8 @@ static int authenticate(struct req *r)
 	const char *h = http_header(r, "Authorization");
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
 		http_add_header(r, "WWW-Authenticate", "Bearer");
-		http_reply_error(r, 401, "unauthorized",
-		                 "an Authorization: Bearer token is required", NULL);
+		http_reply_error(r, 401, "unauthorized", "an Authorization: Bearer token is required",
+				 NULL);
 		return 0;
 	}
 	const char *tok = h + 7;
@@ -243,8 +243,8 @@ static int rate_ok(struct req *r)
 	snprintf(ra, sizeof ra, "%lld", (long long)wait_s);
 	http_add_header(r, "Retry-After", ra);
 	http_reply_error(r, 429, "rate_limited", "too many requests with this token; retry later",
-	                 json_pack("{s:I, s:I}", "retry_after_seconds", (json_int_t)wait_s,
-	                           "limit_per_second", (json_int_t)cfg->http_rate_limit_per_s));
+			 json_pack("{s:I, s:I}", "retry_after_seconds", (json_int_t)wait_s,
+				   "limit_per_second", (json_int_t)cfg->http_rate_limit_per_s));
 	return 0;
 }
 
@@ -270,7 +270,7 @@ static void method_not_allowed(struct req *r, const char *allow)
 {
 	http_add_header(r, "Allow", allow);
 	http_reply_error(r, 405, "method_not_allowed", "this method is not allowed here",
-	                 json_pack("{s:s}", "allow", allow));
+			 json_pack("{s:s}", "allow", allow));
 }
 
 static int seg_is(struct req *r, int i, const char *s)
@@ -337,13 +337,13 @@ static void route_v1(struct req *r)
 		return method_not_allowed(r, "GET");
 	}
 	http_reply_error(r, 404, "not_found", "no such resource",
-	                 json_pack("{s:s}", "path", r->path));
+			 json_pack("{s:s}", "path", r->path));
 }
 
 static void route(struct req *r)
 {
-	if (r->nsegs == 1 &&
-	    (seg_is(r, 0, "healthz") || seg_is(r, 0, "readyz") || seg_is(r, 0, "metrics"))) {
+	if (r->nsegs == 1 && (seg_is(r, 0, "healthz") || seg_is(r, 0, "readyz") ||
+			      seg_is(r, 0, "metrics"))) {
 		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
 			return method_not_allowed(r, "GET");
 		if (seg_is(r, 0, "metrics"))
@@ -363,9 +363,9 @@ static int read_body(struct req *r)
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
 	size_t n = evbuffer_get_length(in);
 	if ((int64_t)n > r->api->cfg->http_max_body_bytes) {
-		http_reply_error(
-		    r, 413, "body_too_large", "the request body is too large",
-		    json_pack("{s:I}", "max_bytes", (json_int_t)r->api->cfg->http_max_body_bytes));
+		http_reply_error(r, 413, "body_too_large", "the request body is too large",
+				 json_pack("{s:I}", "max_bytes",
+					   (json_int_t)r->api->cfg->http_max_body_bytes));
 		return -1;
 	}
 	r->body = gwb_try_malloc(n + 1);
@@ -409,26 +409,26 @@ void http_reply_store_error(struct req *r, int rc, const char *message)
 	if (rc == GWB_EUNAVAIL) {
 		struct store_fault f;
 		store_fault_get(r->api->store, &f);
-		const char *code = f.kind == STORE_FAULT_FULL       ? "storage_full"
-		                   : f.kind == STORE_FAULT_READONLY ? "storage_read_only"
-		                                                    : "storage_error";
+		const char *code = f.kind == STORE_FAULT_FULL	? "storage_full"
+				   : f.kind == STORE_FAULT_READONLY ? "storage_read_only"
+								    : "storage_error";
 		char since[40];
 		clock_fmt_rfc3339_ms(f.since_ms, since, sizeof since);
 		http_add_header(r, "Retry-After", STORAGE_RETRY_AFTER);
-		json_t *details =
-		    json_pack("{s:s, s:s}", "storage", store_fault_name(f.kind), "since", since);
+		json_t *details = json_pack("{s:s, s:s}", "storage", store_fault_name(f.kind),
+					    "since", since);
 		return http_reply_error(r, 503, code,
-		                        "the database's storage refuses writes; nothing of this "
-		                        "request was stored; retry",
-		                        details);
+					"the database's storage refuses writes; nothing of this "
+					"request was stored; retry",
+					details);
 	}
 	if (rc == GWB_EIO) { /* the sync after a commit failed (server/store_sync.c) */
 		http_add_header(r, "Retry-After", STORAGE_RETRY_AFTER);
 		return http_reply_error(r, 503, "storage_error",
-		                        "the disk did not confirm the write: this request may or "
-		                        "may not be stored; retry (with the same Idempotency-Key a "
-		                        "retry cannot make it twice)",
-		                        NULL);
+					"the disk did not confirm the write: this request may or "
+					"may not be stored; retry (with the same Idempotency-Key a "
+					"retry cannot make it twice)",
+					NULL);
 	}
 	http_reply_error(r, 500, "internal", message, NULL);
 }
@@ -472,7 +472,7 @@ void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx)
 	if (api->npending++ == 0) {
 		/* A zero time-out fires on the loop's next turn, after the other sockets that
 		 * turn finds readable: their requests join this batch. */
-		static const struct timeval zero = {0, 0};
+		static const struct timeval zero = { 0, 0 };
 		event_add(api->flush_ev, &zero);
 	}
 }
@@ -514,7 +514,7 @@ static void batch_run(struct api_ctx *api)
 	if (rc) {
 		api->batches_failed++;
 		log_warn("http", "batch_failed", "size=%d error=%s db=%s", n, err_name(rc),
-		         log_q(store_errmsg(api->store)));
+			 log_q(store_errmsg(api->store)));
 	}
 	uint64_t seq = store_commit_seq(api->store);
 	if (rc == 0 && seq > store_durable_seq(api->store)) {
@@ -604,7 +604,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	char *path = raw ? evhttp_uridecode(raw, 0, &path_len) : NULL;
 	/* A decoded NUL (%00) would cut the path short and route it as another one. */
 	int path_ok = path && path[0] == '/' && path_len < sizeof r.path &&
-	              strlen(path) == path_len && path_len == strcspn(path, "\r\n");
+		      strlen(path) == path_len && path_len == strcspn(path, "\r\n");
 	snprintf(r.path, sizeof r.path, "%s", path_ok ? path : "?");
 	free(path); /* banned-ok: evhttp_uridecode allocates with the C library */
 	if (!path_ok) {
@@ -668,11 +668,11 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 	 * (server/store_sync.c). Without it, each batch's COMMIT syncs as before. */
 	if (store_sync_start(api->store) == 0) {
 		api->sync_ev = event_new(api->base, store_sync_fd(api->store), EV_READ | EV_PERSIST,
-		                         on_synced, api);
+					 on_synced, api);
 		event_add(api->sync_ev, NULL);
 	} else {
 		log_warn("http", "sync_thread_off", "reason=%s",
-		         log_q("each batch's commit syncs on the loop"));
+			 log_q("each batch's commit syncs on the loop"));
 	}
 	api->evh = evhttp_new(api->base);
 	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
@@ -681,11 +681,11 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 	evhttp_set_max_headers_size(api->evh, (ev_ssize_t)cfg->http_max_header_bytes);
 	evhttp_set_timeout(api->evh, (int)cfg->http_timeout_seconds);
 	evhttp_set_allowed_methods(api->evh, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-	                                         EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
-	                                         EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+						      EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+						      EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
 	evhttp_set_gencb(api->evh, on_request, api);
-	struct evhttp_bound_socket *bs =
-	    evhttp_bind_socket_with_handle(api->evh, host, (ev_uint16_t)port);
+	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(api->evh, host,
+									(ev_uint16_t)port);
 	if (!bs) {
 		snprintf(err, errlen, "listen: cannot bind %s", cfg->listen);
 		return GWB_EIO;

@@ -21,8 +21,8 @@ struct http_deferred;
 #define API_HIST_MAX 16
 struct api_hist {
 	const double *bounds;
-	int nbounds;                  /* <= API_HIST_MAX - 1 */
-	int64_t counts[API_HIST_MAX]; /* per bucket, not cumulative; [nbounds] is +Inf */
+	int nbounds;                    /* <= API_HIST_MAX - 1 */
+	int64_t counts[API_HIST_MAX];   /* per bucket, not cumulative; [nbounds] is +Inf */
 	double sum;
 	int64_t count;
 };
@@ -56,10 +56,10 @@ struct api_ctx {
 	 * housekeeping run last started it. */
 	int64_t audit_at_ms, audit_drift, audit_cron_ms;
 	/* The HTTP layer's own state (zero before http_start). */
-	struct ratelimit *rl; /* per-token request limit; NULL when off */
+	struct ratelimit *rl;    /* per-token request limit; NULL when off */
 	struct evhttp *evh;
-	char url[300];      /* http://HOST:PORT actually bound */
-	int64_t replies[6]; /* replies by status class: [2] = 2xx ... [5] = 5xx */
+	char url[300];           /* http://HOST:PORT actually bound */
+	int64_t replies[6];      /* replies by status class: [2] = 2xx ... [5] = 5xx */
 	/* Group commit: the decisions deferred in this loop turn, run by flush_ev (a
 	 * zero-timeout event: the loop's "before sleep" point) in one transaction. */
 	struct event *flush_ev;
@@ -67,20 +67,20 @@ struct api_ctx {
 	int npending;
 	struct http_deferred *spare; /* answered ones, kept for the next batch */
 	int nspare;
-	int64_t batches;        /* batches committed or failed */
-	int64_t batch_requests; /* decisions they held */
-	int64_t batches_failed; /* batches whose BEGIN or COMMIT failed (all answered 5xx) */
-	int64_t replies_gone;   /* deferred replies whose client had gone */
+	int64_t batches;          /* batches committed or failed */
+	int64_t batch_requests;   /* decisions they held */
+	int64_t batches_failed;   /* batches whose BEGIN or COMMIT failed (all answered 5xx) */
+	int64_t replies_gone;     /* deferred replies whose client had gone */
 	/* Batches committed whose answers wait for the disk (server/store_sync.c), oldest
 	 * first; sync_ev fires when a sync ends. */
 	struct http_durable_wait {
 		struct http_durable_wait *next;
 		uint64_t seq; /* the batch's commit */
 		struct http_deferred *list;
-	} * wait_head, **wait_tail;
+	} *wait_head, **wait_tail;
 	struct event *sync_ev;
-	struct api_hist batch_size;     /* decisions per batch */
-	struct api_hist submit_seconds; /* POST /v1/tasks: arrival to reply */
+	struct api_hist batch_size;      /* decisions per batch */
+	struct api_hist submit_seconds;  /* POST /v1/tasks: arrival to reply */
 };
 
 /* Binds the HTTP API on api->cfg->listen and fills api->url with the real address. 0, or a
@@ -95,17 +95,17 @@ struct req {
 	struct evhttp_request *ev;
 	struct api_ctx *api;
 	enum evhttp_cmd_type method;
-	char path[512]; /* decoded path */
-	char *segs[8];  /* path segments (point into segbuf) */
+	char path[512];              /* decoded path */
+	char *segs[8];               /* path segments (point into segbuf) */
 	int nsegs;
 	char segbuf[512];
-	struct evkeyvalq query; /* decoded query parameters */
-	char *body;             /* NUL-terminated copy of the body (gwb_malloc'd) */
+	struct evkeyvalq query;      /* decoded query parameters */
+	char *body;                  /* NUL-terminated copy of the body (gwb_malloc'd) */
 	size_t body_len;
-	int is_admin;  /* authenticated as the administrator */
-	char team[64]; /* authenticated team ("" for the admin) */
-	int64_t t0_us; /* monotonic time the request arrived */
-	int is_submit; /* a submission: its reply is timed */
+	int is_admin;                /* authenticated as the administrator */
+	char team[64];               /* authenticated team ("" for the admin) */
+	int64_t t0_us;               /* monotonic time the request arrived */
+	int is_submit;               /* a submission: its reply is timed */
 };
 
 /* A decision deferred to the group commit (http_defer). The callbacks run at the loop's
@@ -142,7 +142,7 @@ void http_reply_json_text(struct req *r, int status, const char *text, size_t le
 /* Sends {"error": {"code": code, "message": message, ...details}}; details is stolen and may be
  * NULL. */
 void http_reply_error(struct req *r, int status, const char *code, const char *message,
-                      json_t *details);
+		      json_t *details);
 /* 400 invalid_field naming the field and the rule it broke. */
 void http_reply_invalid_field(struct req *r, const char *field, const char *rule);
 /* Adds a response header (before the reply). */
