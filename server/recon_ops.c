@@ -652,6 +652,9 @@ void recon_ops_free(struct recon_ops *ops)
 		ops->batches = b->next;
 		gwb_free(b);
 	}
+	/* Adoptions still held (at most ADOPT_BATCH_MAX answers) are dropped with their
+	 * waiters, as a kill -9 would drop them: the intents are redelivered after the restart,
+	 * the create finds the Job (409) and its GET adopts it then. */
 	while (ops->rops) {
 		struct rop *o = ops->rops;
 		ops->rops = o->next;

@@ -175,7 +175,8 @@ void store_bind_text(sqlite3_stmt *st, int idx, const char *v);
 const char *store_col_text(sqlite3_stmt *st, int idx);
 
 /* The name of the VFS that writes each commit's WAL frames with one write (store_vfs.c),
- * registered at the first call; NULL (SQLite's default) if it could not be. */
+ * registered at the first call over the default VFS of that moment; NULL (SQLite's default)
+ * if it could not be. Not thread-safe: stores are opened on one thread. */
 const char *store_vfs_name(void);
 
 #endif
