@@ -65,7 +65,7 @@ static void cancel_release(void *arg)
 }
 
 static const struct http_deferred_ops cancel_ops = { cancel_decide, cancel_reply,
-						     cancel_release };
+						     cancel_release, NULL };
 
 void api_task_cancel(struct req *r, const char *id)
 {

@@ -283,6 +283,8 @@ struct submit_ctx {
 	int rc;
 	struct submit_result res;
 	struct task *row; /* a new task's row as the decision inserted it */
+	struct jw view;   /* its 201 body, written by submit_prepare */
+	int view_ready;
 };
 
 static void submit_decide(struct req *r, void *arg)
@@ -296,6 +298,19 @@ static void submit_decide(struct req *r, void *arg)
 		c->row = gwb_malloc(sizeof *c->row);
 	c->rc = store_task_submit_row(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,
 				      c->now_ms, c->ttl_ms, &c->res, c->row);
+}
+
+/* The 201's body, written while the batch's sync runs. */
+static void submit_prepare(void *arg)
+{
+	struct submit_ctx *c = arg;
+	if (c->rc || c->res.replayed || c->view_ready)
+		return;
+	jw_init(&c->view);
+	if (api_task_view_write(c->row, 1, &c->view) == 0)
+		c->view_ready = 1;
+	else
+		jw_free(&c->view);
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)
@@ -315,20 +330,25 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 	log_info("api", "task_accepted", "task=%s team=%s mem_mib=%lld core_pct=%lld",
 		 c->res.task_id, log_q(c->q.team), (long long)c->res.req_mem,
 		 (long long)c->res.req_core);
-	reply_view(r, 201, c->row);
+	if (c->view_ready)
+		http_reply_json_text(r, 201, c->view.buf, c->view.len);
+	else
+		reply_view(r, 201, c->row);
 	api_task_changed(r->api, c->res.task_id);
 }
 
 static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
+	if (c->view_ready)
+		jw_free(&c->view);
 	gwb_free(c->row);
 	json_decref(c->body);
 	gwb_free(c);
 }
 
 static const struct http_deferred_ops submit_ops = { submit_decide, submit_reply,
-						     submit_release };
+						     submit_release, submit_prepare };
 
 void api_tasks_submit(struct req *r)
 {

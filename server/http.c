@@ -516,6 +516,9 @@ static void batch_run(struct api_ctx *api)
 		log_warn("http", "batch_failed", "size=%d error=%s db=%s", n, err_name(rc),
 			 log_q(store_errmsg(api->store)));
 	}
+	for (struct http_deferred *d = list; d && rc == 0; d = d->next)
+		if (d->ops->prepare)
+			d->ops->prepare(d->ctx);
 	uint64_t seq = store_commit_seq(api->store);
 	if (rc == 0 && seq > store_durable_seq(api->store)) {
 		/* Committed, not yet on the disk: the answers wait for the sync (on_synced). */

@@ -123,6 +123,10 @@ struct http_deferred_ops {
 	 * whether it is on the disk is not known. */
 	void (*reply)(struct req *r, void *ctx, int commit_rc);
 	void (*release)(void *ctx);
+	/* Optional (NULL): called once the batch has committed, before its answers wait for
+	 * the sync, to build what reply will send. That work then runs while the disk syncs,
+	 * when the loop would otherwise wait with nothing to do; nothing may be sent yet. */
+	void (*prepare)(void *ctx);
 };
 /* Defers r's decision to this loop turn's group commit. ctx becomes the batch's (released
  * through ops->release once answered); r is copied (its query and body are not: ctx must hold
