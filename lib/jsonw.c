@@ -19,6 +19,15 @@ void jw_free(struct jw *w)
 	w->len = w->cap = 0;
 }
 
+void jw_reset(struct jw *w)
+{
+	char *buf = w->buf;
+	size_t cap = w->cap;
+	memset(w, 0, sizeof *w);
+	w->buf = buf;
+	w->cap = cap;
+}
+
 int jw_ok(const struct jw *w)
 {
 	return !w->failed && w->depth == 0;

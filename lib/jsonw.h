@@ -25,6 +25,9 @@ struct jw {
 void jw_init(struct jw *w);
 /* Frees the buffer. */
 void jw_free(struct jw *w);
+/* Empties w for a new text, keeping its buffer: a writer used for one text after another
+ * allocates once. */
+void jw_reset(struct jw *w);
 /* 1 while every value could be written. */
 int jw_ok(const struct jw *w);
 

@@ -274,6 +274,8 @@ static void dry_run(struct req *r, const struct task_req *q)
 /* A submission waiting for the group commit: the parsed body (q's strings point into it) and
  * the decision, once made: for a new task, the row as inserted, shaped for the 201. */
 struct submit_ctx {
+	struct submit_ctx *next_spare;
+	struct api_ctx *api;
 	json_t *body;
 	struct task_req q;
 	char key[KEY_MAX_BYTES + 1];
@@ -306,11 +308,8 @@ static void submit_prepare(void *arg)
 	struct submit_ctx *c = arg;
 	if (c->rc || c->res.replayed || c->view_ready)
 		return;
-	jw_init(&c->view);
-	if (api_task_view_write(c->row, 1, &c->view) == 0)
-		c->view_ready = 1;
-	else
-		jw_free(&c->view);
+	jw_reset(&c->view);
+	c->view_ready = api_task_view_write(c->row, 1, &c->view) == 0;
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)
@@ -337,14 +336,58 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 	api_task_changed(r->api, c->res.task_id);
 }
 
+/* Answered submissions' contexts are kept, with their row and their view's buffer, for the
+ * next batch's: these are allocations of several KiB, each of which would make glibc
+ * consolidate its small free chunks first. About two batches' worth at 64 connections. */
+#define SUBMIT_SPARE_MAX 128
+
+static void submit_free(struct submit_ctx *c)
+{
+	jw_free(&c->view);
+	gwb_free(c->row);
+	gwb_free(c);
+}
+
+static struct submit_ctx *submit_ctx_new(struct api_ctx *api)
+{
+	struct submit_ctx *c = api->submit_spare;
+	if (!c) {
+		c = gwb_calloc(1, sizeof *c);
+		c->api = api;
+		return c;
+	}
+	api->submit_spare = c->next_spare;
+	api->nsubmit_spare--;
+	struct task *row = c->row;
+	struct jw view = c->view;
+	memset(c, 0, sizeof *c);
+	c->api = api;
+	c->row = row;
+	c->view = view;
+	return c;
+}
+
 static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
-	if (c->view_ready)
-		jw_free(&c->view);
-	gwb_free(c->row);
+	struct api_ctx *api = c->api;
 	json_decref(c->body);
-	gwb_free(c);
+	c->body = NULL;
+	if (api->nsubmit_spare >= SUBMIT_SPARE_MAX)
+		return submit_free(c);
+	c->next_spare = api->submit_spare;
+	api->submit_spare = c;
+	api->nsubmit_spare++;
+}
+
+void api_tasks_spares_free(struct api_ctx *api)
+{
+	while (api->submit_spare) {
+		struct submit_ctx *c = api->submit_spare;
+		api->submit_spare = c->next_spare;
+		submit_free(c);
+	}
+	api->nsubmit_spare = 0;
 }
 
 static const struct http_deferred_ops submit_ops = { submit_decide, submit_reply,
@@ -373,7 +416,7 @@ void api_tasks_submit(struct req *r)
 		goto out;
 	}
 	/* The decision waits for this loop turn's group commit; the context takes the body. */
-	struct submit_ctx *c = gwb_calloc(1, sizeof *c);
+	struct submit_ctx *c = submit_ctx_new(r->api);
 	c->body = body;
 	body = NULL;
 	c->q = q;

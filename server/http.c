@@ -741,4 +741,5 @@ void http_stop(struct api_ctx *api)
 		gwb_free(d);
 	}
 	api->nspare = 0;
+	api_tasks_spares_free(api);
 }

@@ -33,6 +33,8 @@ void api_hist_write(const struct api_hist *h, const char *name, struct evbuffer 
 
 /* The HTTP API's narrow context, filled by main.c before http_start and kept alive until
  * after http_stop. */
+struct submit_ctx;
+
 struct api_ctx {
 	struct event_base *base;
 	const struct gwb_config *cfg;
@@ -67,6 +69,8 @@ struct api_ctx {
 	int npending;
 	struct http_deferred *spare; /* answered ones, kept for the next batch */
 	int nspare;
+	struct submit_ctx *submit_spare; /* the same for submissions (server/api_tasks.c) */
+	int nsubmit_spare;
 	int64_t batches;          /* batches committed or failed */
 	int64_t batch_requests;   /* decisions they held */
 	int64_t batches_failed;   /* batches whose BEGIN or COMMIT failed (all answered 5xx) */
@@ -187,6 +191,8 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);
+/* Frees the submission contexts kept for reuse (http_stop). */
+void api_tasks_spares_free(struct api_ctx *api);
 void api_tasks_list(struct req *r);
 void api_task_get(struct req *r, const char *id);
 void api_task_events(struct req *r, const char *id);

@@ -692,6 +692,7 @@ void store_close(struct store *s)
 	for (int i = 0; i < s->ncache; i++)
 		sqlite3_finalize(s->cache[i].stmt);
 	sqlite3_close(s->db);
+	jw_free(&s->submit_detail);
 	gwb_free(s);
 }
 

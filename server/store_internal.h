@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include "lib/jsonw.h"
 #include "server/store.h"
 
 #define STORE_STMT_CACHE 128
@@ -17,6 +18,8 @@
 #define STORE_TOKEN_TTL_MS 1000
 
 struct store {
+	/* The detail of a submission's event, written into this one buffer every time. */
+	struct jw submit_detail;
 	sqlite3 *db;
 	struct {
 		const char *sql; /* static string: the cache key is its address */

@@ -206,20 +206,18 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 
 	/* The detail as jx_dump would write it (keys sorted), without building it: one is
 	 * written for every submission. */
-	struct jw w;
-	jw_init(&w);
-	jw_obj_begin(&w);
+	struct jw *w = &s->submit_detail;
+	jw_reset(w);
+	jw_obj_begin(w);
 	if (key)
-		jw_member_str(&w, "idempotency_key", key);
-	jw_member_int(&w, "reserved_gpu_core_percent", res->req_core);
-	jw_member_int(&w, "reserved_gpu_memory_mib", res->req_mem);
-	jw_obj_end(&w);
-	jw_raw(&w, "", 1); /* the terminating NUL */
-	rc = jw_ok(&w) ? store_event_add_text(s, id, now_ms, "submitted", NULL,
-					      task_state_name(TASK_QUEUED), w.buf)
-		       : GWB_EINVAL;
-	jw_free(&w);
-	return rc;
+		jw_member_str(w, "idempotency_key", key);
+	jw_member_int(w, "reserved_gpu_core_percent", res->req_core);
+	jw_member_int(w, "reserved_gpu_memory_mib", res->req_mem);
+	jw_obj_end(w);
+	jw_raw(w, "", 1); /* the terminating NUL */
+	return jw_ok(w) ? store_event_add_text(s, id, now_ms, "submitted", NULL,
+					       task_state_name(TASK_QUEUED), w->buf)
+			: GWB_EINVAL;
 }
 
 int store_task_submit(struct store *s, const struct task_req *req, const char *key,
