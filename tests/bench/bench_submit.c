@@ -2,8 +2,8 @@
  * against a baseline measured in the same run on the same server — GET /healthz at the same
  * concurrency, which costs the HTTP path but no store transaction — at 8 and at 64 kept-alive
  * connections driven by one closed-loop client (poll, one request in flight per connection).
- * The targets of issue 11: at 64 connections submissions/s >= 0.5 x the /healthz rate and p99
- * <= 10 ms; at 8 connections >= 2,750/s. After the runs the server is killed with SIGKILL and
+ * The targets of issue 11: at 64 connections submissions/s >= 0.5 x the /healthz rate (in
+ * three rounds of the pair, the median taken) and p99 <= 10 ms; at 8 connections >= 2,750/s. After the runs the server is killed with SIGKILL and
  * every acknowledged task is counted in the database. Also the server's resident memory. */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -29,7 +29,14 @@
 #include "tests/harness/t.h"
 
 #define MAX_CONNS 64
+#define ROUNDS 3
 #define TOKEN "bench-team-token"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -185,7 +192,7 @@ static struct result run(const char *label, int port, int submit, int conns, int
 	struct result r = { us ? ok * 1e6 / (double)us : 0, ok ? lat[ok / 2] / 1000.0 : 0,
 			    ok ? lat[(ok * 99) / 100] / 1000.0 : 0, ok, errors,
 			    done ? cpu / 1000.0 / done : 0 };
-	printf("%-34s %6d req in %6.0f ms = %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  "
+	printf("%-36s %6d req in %6.0f ms = %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  "
 	       "server CPU %.1f us/req\n",
 	       label, ok, us / 1000.0, r.rate, r.p50_ms, r.p99_ms, errors, r.cpu_us);
 	gwb_free(lat);
@@ -253,7 +260,7 @@ static struct result run_submit(const char *label, const char *url, int port, in
 	double q = metric(url, "gwb_store_batch_requests_total") - q0;
 	double sy = metric(url, "gwb_store_wal_syncs_total") - s0;
 	double st = metric(url, "gwb_store_wal_sync_seconds_total") - t0;
-	printf("%-34s %.0f batches, %.1f submissions per batch; %.0f WAL syncs off the loop "
+	printf("%-36s %.0f batches, %.1f submissions per batch; %.0f WAL syncs off the loop "
 	       "(%.2f ms each), WAL now %.0f KiB\n",
 	       "", b, b > 0 ? q / b : 0, sy, sy > 0 ? st * 1000 / sy : 0,
 	       metric(url, "gwb_store_wal_bytes") / 1024);
@@ -292,18 +299,39 @@ int main(void)
 	printf("gwb-server at %s; one closed-loop client, kept-alive connections\n", s.proc.url);
 	long rss0 = rss_kib(s.proc.pid);
 	struct result w = run_submit("warm-up POST /v1/tasks (8 conns)", s.proc.url, port, 8, 500);
-	struct result h64 = run("baseline GET /healthz (64 conns)", port, 0, 64, 40000);
-	struct result s64 = run_submit("POST /v1/tasks (64 conns)", s.proc.url, port, 64, 20000);
+	/* The 64-connection figures in rounds, each submission run right after its /healthz
+	 * baseline: this machine's rates drift by 10 % and more within seconds, and a pair
+	 * measured back to back drifts least. The verdict takes the median round. */
+	struct result h64[ROUNDS], s64[ROUNDS];
+	double ratio[ROUNDS], p99_max = 0, cpu_s = 0, cpu_h = 0;
+	long long acked = w.ok;
+	for (int i = 0; i < ROUNDS; i++) {
+		char label[64];
+		snprintf(label, sizeof label, "baseline GET /healthz (64 conns) #%d", i + 1);
+		h64[i] = run(label, port, 0, 64, 20000);
+		snprintf(label, sizeof label, "POST /v1/tasks (64 conns) #%d", i + 1);
+		s64[i] = run_submit(label, s.proc.url, port, 64, 10000);
+		ratio[i] = h64[i].rate ? s64[i].rate / h64[i].rate : 0;
+		p99_max = s64[i].p99_ms > p99_max ? s64[i].p99_ms : p99_max;
+		cpu_s += s64[i].cpu_us / ROUNDS;
+		cpu_h += h64[i].cpu_us / ROUNDS;
+		acked += s64[i].ok;
+	}
 	struct result s8 = run_submit("POST /v1/tasks (8 conns)", s.proc.url, port, 8, 12000);
 	struct result h8 = run("baseline GET /healthz (8 conns)", port, 0, 8, 20000);
-	long long acked = w.ok + s64.ok + s8.ok;
-	printf("64 conns: submit/healthz = %.2f (target >= 0.50: %s), p99 %.2f ms (target <= 10: "
-	       "%s)\n",
-	       h64.rate ? s64.rate / h64.rate : 0, verdict(s64.rate >= 0.5 * h64.rate),
-	       s64.p99_ms, verdict(s64.p99_ms <= 10.0));
+	acked += s8.ok;
+	double sorted[ROUNDS];
+	memcpy(sorted, ratio, sizeof sorted);
+	qsort(sorted, ROUNDS, sizeof sorted[0], cmp_double);
+	double median = sorted[ROUNDS / 2];
+	printf("64 conns: submit/healthz by round");
+	for (int i = 0; i < ROUNDS; i++)
+		printf(" %.2f", ratio[i]);
+	printf("; median %.2f (target >= 0.50: %s), p99 at most %.2f ms (target <= 10: %s)\n",
+	       median, verdict(median >= 0.5), p99_max, verdict(p99_max <= 10.0));
 	printf("64 conns: server CPU per submission %.1f us, per /healthz %.1f us (ratio %.2f: "
 	       "the rate ratio the server's CPU alone would allow)\n",
-	       s64.cpu_us, h64.cpu_us, s64.cpu_us > 0 ? h64.cpu_us / s64.cpu_us : 0);
+	       cpu_s, cpu_h, cpu_s > 0 ? cpu_h / cpu_s : 0);
 	printf("8 conns: %.0f submissions/s (target >= 2750: %s), healthz %.0f/s, ratio %.2f\n",
 	       s8.rate, verdict(s8.rate >= 2750), h8.rate, h8.rate ? s8.rate / h8.rate : 0);
 	printf("server RSS: %ld KiB before, %ld KiB after %lld accepted tasks\n", rss0,
