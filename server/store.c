@@ -267,6 +267,7 @@ int store_begin(struct store *s)
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
 		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
+		s->tp_sp = s->tp;
 		if (s->batch_optimistic) {
 			s->unit_changes = sqlite3_total_changes64(s->db);
 			return 0;
@@ -344,6 +345,7 @@ void store_rollback(struct store *s)
 			s->batch_spoiled = 1;
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
 		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
+		s->tp = s->tp_sp;
 		return;
 	}
 	if (s->in_batch) {
@@ -357,6 +359,7 @@ void store_rollback(struct store *s)
 		}
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
 		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
+		s->tp = s->tp_sp;
 		return;
 	}
 	if (!sqlite3_get_autocommit(s->db))
@@ -414,6 +417,7 @@ int store_batch_begin(struct store *s)
 		return GWB_EBUSY; /* one batch at a time: the caller runs without one */
 	int rc = begin_immediate(s);
 	s->in_batch = rc == 0;
+	store_team_forget(s);
 	s->batch_lost = 0;
 	s->batch_optimistic = 0;
 	s->batch_spoiled = 0;
@@ -435,6 +439,15 @@ int store_batch_spoiled(const struct store *s)
 int store_batch_commit(struct store *s)
 {
 	int lost = batch_gone(s) ? s->batch_lost : 0;
+	if (!lost) {
+		/* The team's reservations, one UPDATE for the batch; a failure undoes it all. */
+		int rc = store_team_flush(s);
+		if (rc) {
+			store_batch_rollback(s);
+			return rc;
+		}
+	}
+	store_team_forget(s);
 	s->in_batch = 0;
 	s->batch_lost = 0;
 	s->batch_optimistic = 0;
@@ -450,6 +463,7 @@ int store_batch_commit(struct store *s)
 
 void store_batch_rollback(struct store *s)
 {
+	store_team_forget(s);
 	s->in_batch = 0;
 	s->batch_lost = 0;
 	s->batch_optimistic = 0;
@@ -535,6 +549,14 @@ void store_bind_text(sqlite3_stmt *st, int idx, const char *v)
 {
 	if (v)
 		sqlite3_bind_text(st, idx, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, idx);
+}
+
+void store_bind_text_until_step(sqlite3_stmt *st, int idx, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC);
 	else
 		sqlite3_bind_null(st, idx);
 }
@@ -776,12 +798,13 @@ int store_event_add_text(struct store *s, const char *task_id, int64_t now_ms, c
 					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
 	if (!st)
 		return GWB_EDB;
-	store_bind_text(st, 1, task_id);
+	/* The texts are the caller's and live until this returns: SQLite need not copy them. */
+	store_bind_text_until_step(st, 1, task_id);
 	sqlite3_bind_int64(st, 2, now_ms);
-	store_bind_text(st, 3, type);
-	store_bind_text(st, 4, from_state);
-	store_bind_text(st, 5, to_state);
-	store_bind_text(st, 6, detail);
+	store_bind_text_until_step(st, 3, type);
+	store_bind_text_until_step(st, 4, from_state);
+	store_bind_text_until_step(st, 5, to_state);
+	store_bind_text_until_step(st, 6, detail);
 	return store_step_done(s, st);
 }
 

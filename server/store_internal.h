@@ -84,6 +84,18 @@ struct store {
 	 * commits the running sync covers, and by later commits: 0 for none. Rows from the
 	 * smallest of the last two on are not yet durable, and the relay does not see them. */
 	int64_t ob_txn_min, ob_min_inflight, ob_min_next;
+	/* A batch's team (store_tasks.c): the totals of the team its last submission was for,
+	 * as read from the row, and what the batch's submissions have reserved for it since,
+	 * written with one UPDATE when the batch commits or moves to another team, not one per
+	 * submission. stale: another statement wrote the teams table since the read (the
+	 * update hook), so the next submission reads the row again (without the additions,
+	 * which are not written yet). tp_sp: tp when the batch's current unit began. */
+	struct store_team_pend {
+		char team[64];
+		int64_t quota_mem, quota_core, reserved_mem, reserved_core;
+		int64_t add_mem, add_core, updated_at;
+		int read, stale;
+	} tp, tp_sp;
 };
 
 /* The smaller of two row ids, 0 standing for none. */
@@ -172,8 +184,18 @@ int store_state_check(const char *id, enum task_state from, enum task_state to);
  * none in without (task_states_json), for "state IN (SELECT value FROM json_each(?))": the
  * SQL lists of states come from the lifecycle table, never written by hand. */
 void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned without);
+/* Writes what the open batch's submissions reserved for their team (store_task_submit_row)
+ * to its row: 0, or the error of the UPDATE. Nothing when there is nothing to write. */
+int store_team_flush(struct store *s);
+/* Forgets the batch's team (a new batch, or one rolled back). */
+void store_team_forget(struct store *s);
+
 /* Binds text or NULL. */
 void store_bind_text(sqlite3_stmt *st, int idx, const char *v);
+/* Binds text or NULL without a copy: v must stay unchanged until the statement has been
+ * stepped for the last time (then reset; store_stmt clears the bindings before the
+ * statement's next use, so the pointer is never read again). */
+void store_bind_text_until_step(sqlite3_stmt *st, int idx, const char *v);
 /* Column text or NULL. */
 const char *store_col_text(sqlite3_stmt *st, int idx);
 

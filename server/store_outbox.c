@@ -97,11 +97,16 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n)
 /* ---- the insert watcher ---- */
 
 /* The connection's update hook (installed at open): notes the outbox rows the open
- * transaction writes, for the durability gate, and tells the watcher. */
+ * transaction writes, for the durability gate, and tells the watcher; and that the teams
+ * table was written, for a batch's team totals (store_tasks.c). */
 static void on_update(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 row)
 {
 	(void)dbname;
 	struct store *s = arg;
+	if (strcmp(table, "teams") == 0) {
+		s->tp.stale = 1; /* a batch's team row is read again (store_tasks.c) */
+		return;
+	}
 	if (op != SQLITE_INSERT || strcmp(table, "outbox") != 0)
 		return;
 	s->ob_txn_min = store_min_id(s->ob_txn_min, row);

@@ -44,23 +44,83 @@ static int idem_lookup(struct store *s, const char *team, const char *key, int64
 	return rc ? rc : 0;
 }
 
-/* Reads the team's quota and reservation into res. 0, GWB_ENOTFOUND or GWB_EDB. */
-static int team_totals(struct store *s, const char *team, struct submit_result *res)
+static int team_select(struct store *s, const char *team, int64_t v[4])
 {
 	sqlite3_stmt *st = store_stmt(s, "SELECT quota_mem_mib, quota_core_pct, reserved_mem_mib, "
 					 "reserved_core_pct FROM teams WHERE name = ?");
 	if (!st)
 		return GWB_EDB;
-	store_bind_text(st, 1, team);
+	store_bind_text_until_step(st, 1, team);
 	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		res->quota_mem = sqlite3_column_int64(st, 0);
-		res->quota_core = sqlite3_column_int64(st, 1);
-		res->reserved_mem = sqlite3_column_int64(st, 2);
-		res->reserved_core = sqlite3_column_int64(st, 3);
-	}
+	if (rc == SQLITE_ROW)
+		for (int i = 0; i < 4; i++)
+			v[i] = sqlite3_column_int64(st, i);
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+}
+
+int store_team_flush(struct store *s)
+{
+	struct store_team_pend *p = &s->tp;
+	if (!p->read || (!p->add_mem && !p->add_core))
+		return 0;
+	sqlite3_stmt *st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
+					 "reserved_core_pct = reserved_core_pct + ?, updated_at = ? "
+					 "WHERE name = ?");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, p->add_mem);
+	sqlite3_bind_int64(st, 2, p->add_core);
+	sqlite3_bind_int64(st, 3, p->updated_at);
+	store_bind_text_until_step(st, 4, p->team);
+	int rc = store_step_done(s, st);
+	if (rc == 0) {
+		/* Written: the row now holds them (and the hook marked the read stale). */
+		p->add_mem = p->add_core = 0;
+	}
+	return rc;
+}
+
+void store_team_forget(struct store *s)
+{
+	memset(&s->tp, 0, sizeof s->tp);
+	s->tp_sp = s->tp;
+}
+
+/* Reads the team's quota and reservation into res: inside a batch, what its row holds plus
+ * what the batch's earlier submissions reserved for it, read once per batch and team (again
+ * when another statement wrote the teams table). 0, GWB_ENOTFOUND or GWB_EDB. */
+static int team_totals(struct store *s, const char *team, struct submit_result *res)
+{
+	int64_t v[4];
+	if (!s->in_batch) {
+		int rc = team_select(s, team, v);
+		if (rc == 0) {
+			res->quota_mem = v[0];
+			res->quota_core = v[1];
+			res->reserved_mem = v[2];
+			res->reserved_core = v[3];
+		}
+		return rc;
+	}
+	struct store_team_pend *p = &s->tp;
+	if (!p->read || p->stale || strcmp(p->team, team) != 0) {
+		int rc = team_select(s, team, v);
+		if (rc)
+			return rc;
+		p->quota_mem = v[0];
+		p->quota_core = v[1];
+		p->reserved_mem = v[2];
+		p->reserved_core = v[3];
+		p->stale = 0;
+		p->read = 1;
+		snprintf(p->team, sizeof p->team, "%s", team);
+	}
+	res->quota_mem = p->quota_mem;
+	res->quota_core = p->quota_core;
+	res->reserved_mem = p->reserved_mem + p->add_mem;
+	res->reserved_core = p->reserved_core + p->add_core;
+	return 0;
 }
 
 #define INS_COL_REQ(col) ", " col
@@ -71,7 +131,13 @@ static int team_totals(struct store *s, const char *team, struct submit_result *
 #define INS_VAL_OBS
 #define INS_VAL_RO
 #define INS_VAL(kind, f, tbl, col, size, role) INS_VAL_##role
-#define INS_BIND_REQ(kind, st, i, t, f) STORE_BIND_##kind(st, i, t, f) i++;
+/* The new row's texts live in t until the insert has run: bound without a copy. */
+#define INS_BIND_TEXT(st, i, t, f) store_bind_text_until_step(st, i, (t)->f[0] ? (t)->f : NULL);
+#define INS_BIND_INT STORE_BIND_INT
+#define INS_BIND_BOOL STORE_BIND_BOOL
+#define INS_BIND_OPT STORE_BIND_OPT
+#define INS_BIND_STATE STORE_BIND_STATE
+#define INS_BIND_REQ(kind, st, i, t, f) INS_BIND_##kind(st, i, t, f) i++;
 #define INS_BIND_OBS(kind, st, i, t, f)
 #define INS_BIND_RO(kind, st, i, t, f)
 #define INS_BIND(kind, f, tbl, col, size, role) INS_BIND_##role(kind, st, idx, t, f)
@@ -157,37 +223,47 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	t->reserved_core_percent = res->req_core;
 	t->loaded_state = t->state;
 
+	/* Its texts (id, the request's, key and fingerprint) outlive each statement's step. */
 	sqlite3_stmt *st = store_stmt(s, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
 					 "gpu_core_percent) VALUES (?, ?, ?, ?)");
 	if (!st)
 		return GWB_EDB;
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, req->team);
+	store_bind_text_until_step(st, 1, id);
+	store_bind_text_until_step(st, 2, req->team);
 	sqlite3_bind_int64(st, 3, res->req_mem);
 	sqlite3_bind_int64(st, 4, res->req_core);
 	if ((rc = store_step_done(s, st)))
 		return rc;
 
-	st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
-			   "reserved_core_pct = reserved_core_pct + ?, updated_at = ? WHERE name = ?");
-	if (!st)
-		return GWB_EDB;
-	sqlite3_bind_int64(st, 1, res->req_mem);
-	sqlite3_bind_int64(st, 2, res->req_core);
-	sqlite3_bind_int64(st, 3, now_ms);
-	store_bind_text(st, 4, req->team);
-	if ((rc = store_step_done(s, st)))
-		return rc;
+	/* Inside a batch the team's row is written once, when the batch commits (team_totals
+	 * read it for this team just before). */
+	if (s->in_batch) {
+		s->tp.add_mem += res->req_mem;
+		s->tp.add_core += res->req_core;
+		s->tp.updated_at = now_ms;
+	} else {
+		st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
+				   "reserved_core_pct = reserved_core_pct + ?, updated_at = ? "
+				   "WHERE name = ?");
+		if (!st)
+			return GWB_EDB;
+		sqlite3_bind_int64(st, 1, res->req_mem);
+		sqlite3_bind_int64(st, 2, res->req_core);
+		sqlite3_bind_int64(st, 3, now_ms);
+		store_bind_text_until_step(st, 4, req->team);
+		if ((rc = store_step_done(s, st)))
+			return rc;
+	}
 
 	if (key) {
 		st = store_stmt(s, "INSERT INTO idempotency_keys (team, key, fingerprint, task_id, "
 				   "created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)");
 		if (!st)
 			return GWB_EDB;
-		store_bind_text(st, 1, req->team);
-		store_bind_text(st, 2, key);
-		store_bind_text(st, 3, fingerprint);
-		store_bind_text(st, 4, id);
+		store_bind_text_until_step(st, 1, req->team);
+		store_bind_text_until_step(st, 2, key);
+		store_bind_text_until_step(st, 3, fingerprint);
+		store_bind_text_until_step(st, 4, id);
 		sqlite3_bind_int64(st, 5, now_ms);
 		sqlite3_bind_int64(st, 6, now_ms + key_ttl_ms);
 		if ((rc = store_step_done(s, st)))
@@ -198,8 +274,8 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 			   "VALUES (?, ?, 'create', 1, ?)");
 	if (!st)
 		return GWB_EDB;
-	store_bind_text(st, 1, id);
-	store_bind_text(st, 2, req->team);
+	store_bind_text_until_step(st, 1, id);
+	store_bind_text_until_step(st, 2, req->team);
 	sqlite3_bind_int64(st, 3, now_ms);
 	if ((rc = store_step_done(s, st)))
 		return rc;
@@ -237,6 +313,13 @@ int store_task_submit_row(struct store *s, const struct task_req *req, const cha
 	memset(res, 0, sizeof *res);
 	res->req_mem = req->gpu_memory_mib * req->gpu_count;
 	res->req_core = req->gpu_core_percent * req->gpu_count;
+	/* A batch moving to another team writes the one before first, outside this decision's
+	 * unit: undoing the unit must not undo that. */
+	if (s->in_batch && s->tp.read && strcmp(s->tp.team, req->team) != 0) {
+		int frc = store_team_flush(s);
+		if (frc)
+			return frc;
+	}
 	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
