@@ -87,7 +87,8 @@ static const char *const migrations[] = {
 	"  outcome TEXT NOT NULL, recorded_at INTEGER NOT NULL);"
 	"CREATE INDEX intent_outcomes_task ON intent_outcomes(task_id);",
 	/* 3: the reconciler's pass finds its tasks through indexes, whatever the history holds:
-	 * unreleased reservations, and tasks by state (tasks_state, from 1). */
+	 * unreleased reservations, and tasks by state (tasks_state, from 1; tasks_state_team
+	 * from 8). */
 	"CREATE INDEX reservations_unreleased ON reservations(task_id) WHERE released = 0;",
 	/* 4: failed attempts at handling an intent, next to its outcome. Only these make an
 	 * intent dead: deliveries count restarts and claims, which say nothing about it. */
@@ -111,6 +112,38 @@ static const char *const migrations[] = {
 	 * cluster keeps its quota until then. */
 	"ALTER TABLE tasks ADD COLUMN cluster_uid TEXT;"
 	"ALTER TABLE tasks ADD COLUMN pod_deadline_at INTEGER;",
+	/* 8: less work per submission. The outbox and the task events lose AUTOINCREMENT,
+	 * which read and rewrote a row of sqlite_sequence on every insert: their rows are never
+	 * deleted, so a new id, the largest plus one, is still never one used before (a
+	 * pruning of these tables must keep each table's last row, or bring AUTOINCREMENT
+	 * back). The ids are kept. The tasks' two indexes on state become one on (state, team):
+	 * it serves both the reconciler's pass (by state) and a team's active count (by team and
+	 * state), and a submission updates one index less. */
+	"CREATE TABLE outbox_v8 ("
+	"  id INTEGER PRIMARY KEY,"
+	"  task_id TEXT NOT NULL, team TEXT NOT NULL,"
+	"  kind TEXT NOT NULL CHECK (kind IN ('create', 'cancel')),"
+	"  attempt INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  published_at INTEGER, stream_id TEXT);"
+	"INSERT INTO outbox_v8 (id, task_id, team, kind, attempt, created_at, published_at, "
+	"  stream_id) SELECT id, task_id, team, kind, attempt, created_at, published_at, "
+	"  stream_id FROM outbox;"
+	"DROP TABLE outbox;"
+	"ALTER TABLE outbox_v8 RENAME TO outbox;"
+	"CREATE INDEX outbox_unpublished ON outbox(id) WHERE published_at IS NULL;"
+	"CREATE TABLE task_events_v8 ("
+	"  id INTEGER PRIMARY KEY,"
+	"  task_id TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL,"
+	"  from_state TEXT, to_state TEXT, detail TEXT);"
+	"INSERT INTO task_events_v8 (id, task_id, ts, type, from_state, to_state, detail) "
+	"  SELECT id, task_id, ts, type, from_state, to_state, detail FROM task_events;"
+	"DROP TABLE task_events;"
+	"ALTER TABLE task_events_v8 RENAME TO task_events;"
+	"CREATE INDEX task_events_task ON task_events(task_id, id);"
+	"DROP INDEX tasks_team_state;"
+	"DROP INDEX tasks_state;"
+	"CREATE INDEX tasks_state_team ON tasks(state, team);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

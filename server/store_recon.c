@@ -17,7 +17,7 @@ static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 
 int store_tasks_active(struct store *s, json_t **ids)
 {
-	/* Both halves use an index (tasks_state, reservations_unreleased), so the pass costs
+	/* Both halves use an index (tasks_state_team, reservations_unreleased), so the pass costs
 	 * what is active, not what the history holds. */
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT t.id FROM tasks t WHERE t.id IN (SELECT id FROM tasks WHERE state IN "

@@ -86,7 +86,7 @@ out:
 	return rc;
 }
 
-/* active_tasks counts the states that are not final, each through the (team, state) index:
+/* active_tasks counts the states that are not final, each through the (state, team) index:
  * the cost follows the active tasks, not the team's whole history. */
 #define TEAM_SELECT                                                                           \
 	"SELECT name, quota_mem_mib, quota_core_pct, reserved_mem_mib, reserved_core_pct, "   \

@@ -3,7 +3,8 @@
  * before the batch's COMMIT, a rolled-back batch that leaves nothing, the counters kept in
  * memory equal to a count over the table, and checkpoints that empty the WAL; an optimistic
  * batch (no savepoints) that refusals leave whole and an undone write spoils; the row a
- * submission hands back equal to the row read back. */
+ * submission hands back equal to the row read back; a team's reservations written once per
+ * batch, exact across teams and changes to the team's row. */
 #include <stdio.h>
 #include <string.h>
 
@@ -299,5 +300,62 @@ TEST(store_batch_optimistic_spoiled_then_decided_with_savepoints)
 	CHECK_INT(tasks_seen_by(s), 3);
 	CHECK_INT(reserved_mem(s, "alpha"), 3072);
 	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM idempotency_keys WHERE key = 'old'"), 1);
+	check_counts(s);
+}
+
+/* A batch writes its team's row once, at its commit: decisions still see every earlier one of
+ * the batch, for each team in turn, and a change another statement makes to the team's row
+ * inside the batch (its quota here) is read again by the next decision. */
+TEST(store_batch_team_totals_exact_across_teams_and_row_changes)
+{
+	const char *db = h_path("t.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	struct store *other = open_store(db, 0);
+	t_defer(close_store, other);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 1, &created), 0);
+	CHECK_INT(store_team_put(s, "beta", 1024, 1000, NULL, 1, &created), 0);
+	struct task_req a = req_of("alpha", 1024), b = req_of("beta", 1024);
+	struct submit_result r;
+
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	CHECK_INT(store_task_submit(s, &a, NULL, "fp", 10, 100000, &r), 0);
+	CHECK_INT(store_task_submit(s, &b, NULL, "fp", 10, 100000, &r), 0);
+	CHECK_INT(store_task_submit(s, &b, NULL, "fp", 10, 100000, &r), GWB_EQUOTA);
+	CHECK_INT(r.reserved_mem, 1024);
+	CHECK_INT(store_task_submit(s, &a, NULL, "fp", 10, 100000, &r), 0);
+	CHECK_INT(r.reserved_mem, 1024); /* before this one: the first alpha task */
+	/* Moving from alpha to beta wrote alpha's first reservation: nothing of it is seen
+	 * outside before the COMMIT either. */
+	CHECK_INT(reserved_mem(other, "alpha"), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(reserved_mem(other, "alpha"), 2048);
+	CHECK_INT(reserved_mem(other, "beta"), 1024);
+
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	CHECK_INT(store_task_submit(s, &a, NULL, "fp", 10, 100000, &r), 0);
+	CHECK_INT(r.reserved_mem, 2048);
+	/* The quota drops to what is reserved now (3072) inside the batch: the next alpha
+	 * decision reads the row again and is refused. */
+	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 0, &created), 0);
+	CHECK_INT(store_task_submit(s, &a, NULL, "fp", 10, 100000, &r), GWB_EQUOTA);
+	CHECK_INT(r.quota_mem, 3072);
+	CHECK_INT(r.reserved_mem, 3072);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(reserved_mem(other, "alpha"), 3072);
+
+	/* A batch rolled back leaves the row as it was, and the next batch starts afresh. */
+	CHECK_INT(store_team_put(s, "gamma", 1024, 1000, NULL, 1, &created), 0);
+	struct task_req g = req_of("gamma", 1024);
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	CHECK_INT(store_task_submit(s, &g, NULL, "fp", 10, 100000, &r), 0);
+	store_batch_rollback(s);
+	CHECK_INT(reserved_mem(other, "gamma"), 0);
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	CHECK_INT(store_task_submit(s, &g, NULL, "fp", 10, 100000, &r), 0);
+	CHECK_INT(r.reserved_mem, 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(reserved_mem(other, "gamma"), 1024);
 	check_counts(s);
 }
