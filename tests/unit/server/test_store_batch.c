@@ -314,7 +314,7 @@ TEST(store_batch_team_totals_exact_across_teams_and_row_changes)
 	struct store *other = open_store(db, 0);
 	t_defer(close_store, other);
 	int created = 0;
-	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 1, &created), 0);
+	CHECK_INT(store_team_put(s, "alpha", 4096, 1000, NULL, 1, &created), 0);
 	CHECK_INT(store_team_put(s, "beta", 1024, 1000, NULL, 1, &created), 0);
 	struct task_req a = req_of("alpha", 1024), b = req_of("beta", 1024);
 	struct submit_result r;
@@ -336,8 +336,8 @@ TEST(store_batch_team_totals_exact_across_teams_and_row_changes)
 	CHECK_INT(store_batch_begin_optimistic(s), 0);
 	CHECK_INT(store_task_submit(s, &a, NULL, "fp", 10, 100000, &r), 0);
 	CHECK_INT(r.reserved_mem, 2048);
-	/* The quota drops to what is reserved now (3072) inside the batch: the next alpha
-	 * decision reads the row again and is refused. */
+	/* The quota drops from 4096 to what is reserved now (3072) inside the batch: the next
+	 * alpha decision reads the row again and is refused. */
 	CHECK_INT(store_team_put(s, "alpha", 3072, 1000, NULL, 0, &created), 0);
 	CHECK_INT(store_task_submit(s, &a, NULL, "fp", 10, 100000, &r), GWB_EQUOTA);
 	CHECK_INT(r.quota_mem, 3072);
