@@ -59,21 +59,28 @@ static int team_select(struct store *s, const char *team, int64_t v[4])
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
 
-int store_team_flush(struct store *s)
+/* Adds mem and core to the team's reserved totals. 0 or the UPDATE's error. */
+static int team_reserve(struct store *s, const char *team, int64_t mem, int64_t core,
+			int64_t now_ms)
 {
-	struct store_team_pend *p = &s->tp;
-	if (!p->read || (!p->add_mem && !p->add_core))
-		return 0;
 	sqlite3_stmt *st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
 					 "reserved_core_pct = reserved_core_pct + ?, updated_at = ? "
 					 "WHERE name = ?");
 	if (!st)
 		return GWB_EDB;
-	sqlite3_bind_int64(st, 1, p->add_mem);
-	sqlite3_bind_int64(st, 2, p->add_core);
-	sqlite3_bind_int64(st, 3, p->updated_at);
-	store_bind_text_until_step(st, 4, p->team);
-	int rc = store_step_done(s, st);
+	sqlite3_bind_int64(st, 1, mem);
+	sqlite3_bind_int64(st, 2, core);
+	sqlite3_bind_int64(st, 3, now_ms);
+	store_bind_text_until_step(st, 4, team);
+	return store_step_done(s, st);
+}
+
+int store_team_flush(struct store *s)
+{
+	struct store_team_pend *p = &s->tp;
+	if (!p->read || (!p->add_mem && !p->add_core))
+		return 0;
+	int rc = team_reserve(s, p->team, p->add_mem, p->add_core, p->updated_at);
 	if (rc == 0) {
 		/* Written: the row now holds them (and the hook marked the read stale). */
 		p->add_mem = p->add_core = 0;
@@ -241,18 +248,8 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 		s->tp.add_mem += res->req_mem;
 		s->tp.add_core += res->req_core;
 		s->tp.updated_at = now_ms;
-	} else {
-		st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
-				   "reserved_core_pct = reserved_core_pct + ?, updated_at = ? "
-				   "WHERE name = ?");
-		if (!st)
-			return GWB_EDB;
-		sqlite3_bind_int64(st, 1, res->req_mem);
-		sqlite3_bind_int64(st, 2, res->req_core);
-		sqlite3_bind_int64(st, 3, now_ms);
-		store_bind_text_until_step(st, 4, req->team);
-		if ((rc = store_step_done(s, st)))
-			return rc;
+	} else if ((rc = team_reserve(s, req->team, res->req_mem, res->req_core, now_ms))) {
+		return rc;
 	}
 
 	if (key) {
