@@ -33,7 +33,8 @@ int jw_ok(const struct jw *w)
 	return !w->failed && w->depth == 0;
 }
 
-static void put(struct jw *w, const char *s, size_t n)
+/* Room for n more bytes at the end of the text: where they go (w->len is not moved). */
+static char *room(struct jw *w, size_t n)
 {
 	if (w->len + n > w->cap) {
 		size_t cap = w->cap ? w->cap : 1024;
@@ -42,7 +43,12 @@ static void put(struct jw *w, const char *s, size_t n)
 		w->buf = gwb_realloc(w->buf, cap);
 		w->cap = cap;
 	}
-	memcpy(w->buf + w->len, s, n);
+	return w->buf + w->len;
+}
+
+static void put(struct jw *w, const char *s, size_t n)
+{
+	memcpy(room(w, n), s, n);
 	w->len += n;
 }
 
@@ -105,20 +111,39 @@ void jw_arr_end(struct jw *w)
 
 void jw_key(struct jw *w, const char *key)
 {
+	/* The comma, the quoted key and the colon in one go: a view writes some forty. */
+	size_t n = strlen(key);
+	char *p = room(w, n + 4), *start = p;
 	if (w->depth > 0) {
 		if (w->has_member[w->depth - 1])
-			put_c(w, ',');
+			*p++ = ',';
 		w->has_member[w->depth - 1] = 1;
 	}
-	put_c(w, '"');
-	put(w, key, strlen(key));
-	put(w, "\":", 2);
+	*p++ = '"';
+	memcpy(p, key, n);
+	p += n;
+	*p++ = '"';
+	*p++ = ':';
+	w->len += (size_t)(p - start);
 }
 
 void jw_str(struct jw *w, const char *s)
 {
 	value_start(w);
-	size_t n = strlen(s);
+	/* Printable ASCII with neither '"' nor '\\' (ids, names, states, times) is valid UTF-8
+	 * and needs no escape: copied as it is, quoted. */
+	size_t n = 0;
+	int plain = 1;
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++, n++)
+		plain &= *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\';
+	if (plain) {
+		char *p = room(w, n + 2);
+		p[0] = '"';
+		memcpy(p + 1, s, n);
+		p[n + 1] = '"';
+		w->len += n + 2;
+		return;
+	}
 	if (!jx_utf8_valid(s, n, NULL)) {
 		w->failed = 1;
 		put(w, "null", 4);

@@ -153,7 +153,8 @@ TEST(clock_rfc3339_ms_equals_its_format)
 }
 
 /* The writer's output equals jansson's compact dump of the same values: integers at their
- * limits, every escape, nested containers, raw values. */
+ * limits, every escape, plain strings (copied as they are) among other values, nested
+ * containers, raw values. */
 TEST(jsonw_matches_jansson)
 {
 	struct jw w;
@@ -173,6 +174,9 @@ TEST(jsonw_matches_jansson)
 	jw_arr_begin(&w);
 	jw_arr_end(&w);
 	jw_raw(&w, "{\"r\":1}", 7);
+	jw_str(&w, "t-plain 2026-12-01T00:00:00.000Z");
+	jw_str(&w, "");
+	jw_str(&w, "x\x7fy");
 	jw_arr_end(&w);
 	jw_key(&w, "b");
 	jw_str(&w, "q\"b\\s/\x01\x1f\b\f\n\r\t\x7f\xc3\xa9\xf0\x9f\x98\x80");
@@ -180,9 +184,10 @@ TEST(jsonw_matches_jansson)
 	jw_text(&w, "");
 	jw_obj_end(&w);
 	CHECK(jw_ok(&w));
-	json_t *v = json_pack("{s:[I,I,I,I,b,b,n,{},[],{s:i}], s:s, s:n}", "a", (json_int_t)0,
-			      (json_int_t)-1, (json_int_t)INT64_MAX, (json_int_t)INT64_MIN, 1, 0,
-			      "r", 1, "b",
+	json_t *v = json_pack("{s:[I,I,I,I,b,b,n,{},[],{s:i},s,s,s], s:s, s:n}", "a",
+			      (json_int_t)0, (json_int_t)-1, (json_int_t)INT64_MAX,
+			      (json_int_t)INT64_MIN, 1, 0, "r", 1,
+			      "t-plain 2026-12-01T00:00:00.000Z", "", "x\x7fy", "b",
 			      "q\"b\\s/\x01\x1f\b\f\n\r\t\x7f\xc3\xa9\xf0\x9f\x98\x80", "c");
 	CHECK(v != NULL);
 	char *want = jx_dump(v);
