@@ -4,7 +4,8 @@
  * connections driven by one closed-loop client (poll, one request in flight per connection).
  * The targets of issue 11: at 64 connections submissions/s >= 0.5 x the /healthz rate (in
  * three rounds of the pair, the median taken) and p99 <= 10 ms; at 8 connections >= 2,750/s. After the runs the server is killed with SIGKILL and
- * every acknowledged task is counted in the database. Also the server's resident memory. */
+ * every acknowledged task is counted in the database. Also the server's resident memory, and
+ * the instructions per request of the same load in a server run under callgrind. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,6 +269,99 @@ static struct result run_submit(const char *label, const char *url, int port, in
 	return r;
 }
 
+/* The total of callgrind's newest dump in dir (its "totals:" line), or -1. */
+static long long callgrind_total(const char *dir)
+{
+	DIR *d = opendir(dir);
+	char best[PATH_MAX] = "";
+	long best_n = -1;
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		/* cg.out.N: the dumps callgrind_control -d asked for, numbered from 1 */
+		if (strncmp(e->d_name, "cg.out.", 7) != 0)
+			continue;
+		long n = strtol(e->d_name + 7, NULL, 10);
+		if (n > best_n) {
+			best_n = n;
+			snprintf(best, sizeof best, "%s/%.200s", dir, e->d_name);
+		}
+	}
+	if (d)
+		closedir(d);
+	FILE *f = best[0] ? fopen(best, "r") : NULL;
+	char line[256];
+	long long v = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "totals:", 7) == 0)
+			v = strtoll(line + 7, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Instructions per request in the server's own process, counted by callgrind between an
+ * "instrumentation on" and a dump: total requests of one kind at 64 connections. */
+static double instructions_per_request(pid_t pid, const char *dir, int port, int submit,
+				       int total)
+{
+	char cmd[PATH_MAX + 64];
+	snprintf(cmd, sizeof cmd, "callgrind_control -i on %d >/dev/null 2>&1", (int)pid);
+	CHECK(system(cmd) == 0);
+	run(submit ? "POST /v1/tasks (64 conns, callgrind)" : "GET /healthz (64 conns, callgrind)",
+	    port, submit, 64, total);
+	snprintf(cmd, sizeof cmd,
+		 "callgrind_control -i off %d >/dev/null 2>&1 && callgrind_control -d %d "
+		 ">/dev/null 2>&1",
+		 (int)pid, (int)pid);
+	CHECK(system(cmd) == 0);
+	long long v = callgrind_total(dir);
+	CHECKF(v > 0, "no callgrind dump in %s", dir);
+	return (double)v / total;
+}
+
+/* The ratio by instructions: one more server, under valgrind's callgrind, given the same
+ * submissions and /healthz; instruction counts do not move with what else the machine does
+ * (the kernel's part, the same for both kinds, is not counted). Skipped without valgrind. */
+static void instructions(void)
+{
+	if (system("command -v callgrind_control >/dev/null 2>&1") != 0) {
+		printf("instructions: skipped (no valgrind)\n");
+		return;
+	}
+	char dir[PATH_MAX], wrap[PATH_MAX + 128];
+	snprintf(dir, sizeof dir, "%s", h_path("callgrind"));
+	CHECK(mkdir(dir, 0700) == 0);
+	snprintf(wrap, sizeof wrap,
+		 "valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=%s/cg.out",
+		 dir);
+	setenv("GWB_TEST_WRAP", wrap, 1);
+	struct h_server s;
+	h_server_init(&s);
+	snprintf(s.db, sizeof s.db, "%s", h_path("callgrind.db"));
+	s.env[0] = "GWB_LOG_LEVEL=warn";
+	s.env[1] = NULL;
+	h_server_start(&s);
+	unsetenv("GWB_TEST_WRAP");
+	server_pid = s.proc.pid;
+	struct h_resp r;
+	h_req(&r, "PUT", s.proc.url, "/v1/teams/bench", s.admin,
+	      "{\"gpu_memory_mib\": 1000000000, \"gpu_core_percent\": 1000000, \"token\": "
+	      "\"" TOKEN "\"}",
+	      NULL);
+	h_resp_free(&r);
+	const char *colon = strrchr(s.proc.url, ':');
+	int port = colon ? (int)strtol(colon + 1, NULL, 10) : 0;
+	run("warm-up POST /v1/tasks (callgrind)", port, 1, 64, 2000);
+	/* The idle checkpoint after the warm-up (the housekeeping timer's) is not counted. */
+	sleep(3);
+	double h = instructions_per_request(s.proc.pid, dir, port, 0, 3000);
+	double sub = instructions_per_request(s.proc.pid, dir, port, 1, 3000);
+	printf("instructions per request (user space, callgrind): submission %.0f, /healthz %.0f "
+	       "(ratio %.2f)\n",
+	       sub, h, sub > 0 ? h / sub : 0);
+	h_server_stop(&s);
+}
+
 static const char *verdict(int met)
 {
 	return met ? "met" : "MISSED";
@@ -341,6 +436,7 @@ int main(void)
 	long long stored = tasks_in(s.db);
 	printf("after kill -9: %lld tasks stored, %lld acknowledged: %s\n", stored, acked,
 	       stored == acked ? "every acknowledged task is durable" : "MISMATCH");
+	instructions();
 	t_run_defers_();
 	return stored == acked ? 0 : 1;
 }
