@@ -49,9 +49,120 @@ bad:
 	return 0;
 }
 
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* A string of printable ASCII with neither '"' nor '\\' from p (at its opening quote): its
+ * length, and *after past its closing quote; -1 for anything else. */
+static long plain_string(const char *p, const char *end, const char **after)
+{
+	const char *q = ++p;
+	while (q < end && *q != '"') {
+		unsigned char c = (unsigned char)*q;
+		if (c < 0x20 || c > 0x7e || c == '\\')
+			return -1;
+		q++;
+	}
+	if (q >= end)
+		return -1;
+	*after = q + 1;
+	return (long)(q - p);
+}
+
+/* The common body, a flat object whose values are plain strings (plain_string), integers of
+ * at most 18 digits (no sign, no leading zero), true, false or null, parsed without jansson's
+ * general parser into the value json_loadb would return. NULL for anything else (a nested
+ * value, an escape, a duplicate key, a syntax error...): the caller then parses it with
+ * json_loadb, which gives the same value or the error it always gave. */
+static json_t *flat_object(const char *buf, size_t len)
+{
+	const char *p = buf, *end = buf + len;
+	p = skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return NULL;
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	p = skip_ws(p + 1, end);
+	if (p < end && *p == '}')
+		goto close;
+	for (;;) {
+		if (p >= end || *p != '"')
+			goto other;
+		const char *after;
+		long kn = plain_string(p, end, &after);
+		char key[64];
+		if (kn < 0 || kn >= (long)sizeof key)
+			goto other;
+		memcpy(key, p + 1, (size_t)kn);
+		key[kn] = '\0';
+		if (json_object_get(o, key))
+			goto other; /* a duplicate: json_loadb's error */
+		p = skip_ws(after, end);
+		if (p >= end || *p != ':')
+			goto other;
+		p = skip_ws(p + 1, end);
+		json_t *v = NULL;
+		if (p < end && *p == '"') {
+			long vn = plain_string(p, end, &after);
+			if (vn < 0)
+				goto other;
+			v = json_stringn_nocheck(p + 1, (size_t)vn);
+			p = after;
+		} else if (p < end && *p >= '0' && *p <= '9') {
+			const char *q = p;
+			json_int_t n = 0;
+			while (q < end && *q >= '0' && *q <= '9' && q - p < 18)
+				n = n * 10 + (*q++ - '0');
+			/* A 19th digit, a fraction or an exponent: json_loadb's to read. */
+			if ((*p == '0' && q - p > 1) ||
+			    (q < end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
+				goto other;
+			v = json_integer(n);
+			p = q;
+		} else if (end - p >= 4 && memcmp(p, "true", 4) == 0) {
+			v = json_true();
+			p += 4;
+		} else if (end - p >= 5 && memcmp(p, "false", 5) == 0) {
+			v = json_false();
+			p += 5;
+		} else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+			v = json_null();
+			p += 4;
+		} else {
+			goto other;
+		}
+		if (!v || json_object_set_new_nocheck(o, key, v) != 0)
+			goto other;
+		p = skip_ws(p, end);
+		if (p < end && *p == ',') {
+			p = skip_ws(p + 1, end);
+			continue;
+		}
+		if (p < end && *p == '}')
+			break;
+		goto other;
+	}
+close:
+	p = skip_ws(p + 1, end);
+	if (p == end)
+		return o;
+other:
+	json_decref(o);
+	return NULL;
+}
+
 json_t *jx_parse(const char *buf, size_t len, struct jx_parse_err *e)
 {
 	memset(e, 0, sizeof *e);
+	/* Most bodies are flat objects of plain values: read without jansson's parser. */
+	json_t *flat = flat_object(buf, len);
+	if (flat)
+		return flat;
 	size_t bad;
 	if (!jx_utf8_valid(buf, len, &bad)) {
 		e->code = "invalid_utf8";

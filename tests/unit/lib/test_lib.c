@@ -86,6 +86,52 @@ TEST(jx_parse_reports_position)
 	json_decref(v);
 }
 
+/* jx_parse gives what json_loadb (with JSON_REJECT_DUPLICATES) gives, for bodies its flat
+ * reading takes and for every one it hands to jansson: the same value, or an error. */
+TEST(jx_parse_equals_jansson)
+{
+	static const char *const bodies[] = {
+		"{}",
+		" { } ",
+		"{\"team\": \"bench\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}",
+		"{\"a\":\"\",\"\":0,\"b\":true,\"c\":false,\"d\":null}\r\n\t",
+		"{\"n\": 999999999999999999}",   /* 18 digits */
+		"{\"n\": 9999999999999999999}",  /* 19: too big for jansson */
+		"{\"n\": 1234567890123456789}",  /* 19, fits */
+		"{\"n\": 01}", "{\"n\": 0}", "{\"n\": -1}", "{\"n\": 1.5}", "{\"n\": 1e3}",
+		"{\"n\": 1x}", "{\"n\": truex}", "{\"n\": nul}", "{\"s\": \"a/b c\"}",
+		"{\"s\": \"tab\there\"}", "{\"s\": \"q\\\"q\"}", "{\"s\": \"\\u00e9\"}",
+		"{\"s\": \"\xc3\xa9\"}", "{\"s\": \"del\x7f\"}", "{\"a\": 1, \"a\": 2}",
+		"{\"a\": 1,}", "{\"a\": 1 \"b\": 2}", "{\"a\" 1}", "{\"a\": 1}}", "{\"a\": 1} x",
+		"{\"a\": [1]}", "{\"a\": {\"b\": 1}}", "[1]", "\"s\"", "", "   ", "{",
+		"{\"a\": \"unterminated}", "{\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+		"kkkkkkkk\": 1}",
+	};
+	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+		const char *b = bodies[i];
+		struct jx_parse_err e;
+		json_t *got = jx_parse(b, strlen(b), &e);
+		json_error_t je;
+		json_t *want = jx_utf8_valid(b, strlen(b), NULL)
+				       ? json_loadb(b, strlen(b), JSON_REJECT_DUPLICATES, &je)
+				       : NULL;
+		CHECKF((got == NULL) == (want == NULL), "%s: jx_parse %s, jansson %s", b,
+		       got ? "parsed" : "refused", want ? "parsed" : "refused");
+		if (got)
+			CHECKF(json_equal(got, want), "%s: another value than jansson's", b);
+		if (!got)
+			CHECKF(e.code != NULL, "%s: refused without a code", b);
+		json_decref(got);
+		json_decref(want);
+	}
+	/* A NUL inside the body (strlen would stop there) is jansson's to refuse. */
+	static const char nul[] = "{\"a\": \"x\0y\"}";
+	struct jx_parse_err e;
+	json_t *v = jx_parse(nul, sizeof nul - 1, &e);
+	CHECK(v == NULL);
+	json_decref(v);
+}
+
 TEST(jx_field_readers_are_strict)
 {
 	struct jx_err e;
