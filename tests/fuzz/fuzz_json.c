@@ -1,7 +1,9 @@
 /* libFuzzer driver: the HTTP body parser (UTF-8 check, strict JSON) and the submission field
- * readers behind it. */
+ * readers behind it. jx_parse must give what json_loadb gives (its flat reading included):
+ * the same value, or a refusal for both. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "lib/alloc.h"
 #include "lib/jsonx.h"
@@ -12,6 +14,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct jx_parse_err pe;
 	json_t *v = jx_parse((const char *)data, size, &pe);
+	json_error_t je;
+	json_t *want = jx_utf8_valid((const char *)data, size, NULL)
+			       ? json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je)
+			       : NULL;
+	if ((v == NULL) != (want == NULL) || (v && !json_equal(v, want)))
+		abort();
+	json_decref(want);
 	if (!v)
 		return 0;
 	struct jx_err e;
