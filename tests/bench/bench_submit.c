@@ -269,6 +269,23 @@ static struct result run_submit(const char *label, const char *url, int port, in
 	return r;
 }
 
+/* Starts s (its db already set) with the bench's team, which may hold any load: its port. */
+static int bench_server_start(struct h_server *s)
+{
+	s->env[0] = "GWB_LOG_LEVEL=warn"; /* a log line per task would be measured too */
+	s->env[1] = NULL;
+	h_server_start(s);
+	server_pid = s->proc.pid;
+	struct h_resp r;
+	h_req(&r, "PUT", s->proc.url, "/v1/teams/bench", s->admin,
+	      "{\"gpu_memory_mib\": 1000000000, \"gpu_core_percent\": 1000000, \"token\": "
+	      "\"" TOKEN "\"}",
+	      NULL);
+	h_resp_free(&r);
+	const char *colon = strrchr(s->proc.url, ':');
+	return colon ? (int)strtol(colon + 1, NULL, 10) : 0;
+}
+
 /* The total of callgrind's newest dump in dir (its "totals:" line), or -1. */
 static long long callgrind_total(const char *dir)
 {
@@ -338,19 +355,8 @@ static void instructions(void)
 	struct h_server s;
 	h_server_init(&s);
 	snprintf(s.db, sizeof s.db, "%s", h_path("callgrind.db"));
-	s.env[0] = "GWB_LOG_LEVEL=warn";
-	s.env[1] = NULL;
-	h_server_start(&s);
+	int port = bench_server_start(&s);
 	unsetenv("GWB_TEST_WRAP");
-	server_pid = s.proc.pid;
-	struct h_resp r;
-	h_req(&r, "PUT", s.proc.url, "/v1/teams/bench", s.admin,
-	      "{\"gpu_memory_mib\": 1000000000, \"gpu_core_percent\": 1000000, \"token\": "
-	      "\"" TOKEN "\"}",
-	      NULL);
-	h_resp_free(&r);
-	const char *colon = strrchr(s.proc.url, ':');
-	int port = colon ? (int)strtol(colon + 1, NULL, 10) : 0;
 	run("warm-up POST /v1/tasks (callgrind)", port, 1, 64, 2000);
 	/* The idle checkpoint after the warm-up (the housekeeping timer's) is not counted. */
 	sleep(3);
@@ -379,18 +385,7 @@ int main(void)
 	}
 	struct h_server s;
 	h_server_init(&s);
-	s.env[0] = "GWB_LOG_LEVEL=warn"; /* a log line per task would be measured too */
-	s.env[1] = NULL;
-	h_server_start(&s);
-	server_pid = s.proc.pid;
-	struct h_resp r;
-	h_req(&r, "PUT", s.proc.url, "/v1/teams/bench", s.admin,
-	      "{\"gpu_memory_mib\": 1000000000, \"gpu_core_percent\": 1000000, \"token\": "
-	      "\"" TOKEN "\"}",
-	      NULL);
-	h_resp_free(&r);
-	const char *colon = strrchr(s.proc.url, ':');
-	int port = colon ? (int)strtol(colon + 1, NULL, 10) : 0;
+	int port = bench_server_start(&s);
 	printf("gwb-server at %s; one closed-loop client, kept-alive connections\n", s.proc.url);
 	long rss0 = rss_kib(s.proc.pid);
 	struct result w = run_submit("warm-up POST /v1/tasks (8 conns)", s.proc.url, port, 8, 500);
