@@ -202,18 +202,26 @@ static struct result run(const char *label, int port, int submit, int conns, int
 	return r;
 }
 
-static long rss_kib(pid_t pid)
+/* The number after prefix on the last line of file path that starts with it, or -1. */
+static long long line_value(const char *path, const char *prefix)
 {
-	char path[64], line[256];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "r");
-	long v = -1;
+	char line[256];
+	size_t n = strlen(prefix);
+	long long v = -1;
 	while (f && fgets(line, sizeof line, f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			v = strtol(line + 6, NULL, 10);
+		if (strncmp(line, prefix, n) == 0)
+			v = strtoll(line + n, NULL, 10);
 	if (f)
 		fclose(f);
 	return v;
+}
+
+static long rss_kib(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	return (long)line_value(path, "VmRSS:");
 }
 
 static long long tasks_in(const char *db)
@@ -305,15 +313,7 @@ static long long callgrind_total(const char *dir)
 	}
 	if (d)
 		closedir(d);
-	FILE *f = best[0] ? fopen(best, "r") : NULL;
-	char line[256];
-	long long v = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (strncmp(line, "totals:", 7) == 0)
-			v = strtoll(line + 7, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
+	return best[0] ? line_value(best, "totals:") : -1;
 }
 
 /* Instructions per request in the server's own process, counted by callgrind between an
