@@ -166,7 +166,7 @@ static int copy_text(char *dst, size_t len, const char *src)
  * or GWB_EINVAL when a text does not fit its column (the API's limits keep it from happening). */
 static int new_task(struct task *t, const struct task_req *req, const char *key, int64_t now_ms)
 {
-	memset(t, 0, sizeof *t);
+	task_clear(t);
 	t->state = TASK_QUEUED;
 	t->gpu_memory_mib = req->gpu_memory_mib;
 	t->gpu_core_percent = req->gpu_core_percent;
@@ -369,7 +369,8 @@ static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 
 int store_task_read(sqlite3_stmt *st, struct task *t)
 {
-	memset(t, 0, sizeof *t);
+	/* Every column is read below: only the two fields that are not columns need a value. */
+	t->changed = 0;
 #define TASK_READ(kind, f, tbl, col, size, role) TASK_READ_##kind(st, TASK_COL_##f, t, f)
 	TASK_COLUMNS(TASK_READ)
 #undef TASK_READ

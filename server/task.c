@@ -99,6 +99,21 @@ int task_of_name(const char *name, int pod, char *out, size_t len)
 	return 0;
 }
 
+#define CLEAR_TEXT(t, f) (t)->f[0] = '\0';
+#define CLEAR_INT(t, f) (t)->f = 0;
+#define CLEAR_BOOL(t, f) (t)->f = 0;
+#define CLEAR_OPT(t, f) (t)->f = 0; (t)->has_##f = 0;
+#define CLEAR_STATE(t, f) (t)->f = TASK_NONE;
+
+void task_clear(struct task *t)
+{
+#define CLEAR(kind, f, tbl, col, size, role) CLEAR_##kind(t, f)
+	TASK_COLUMNS(CLEAR)
+#undef CLEAR
+	t->loaded_state = TASK_NONE;
+	t->changed = 0;
+}
+
 void task_set_text(struct task *t, char *field, size_t size, const char *v)
 {
 	if (!v)

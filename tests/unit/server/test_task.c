@@ -113,3 +113,27 @@ TEST(task_job_name_and_back)
 	CHECK_INT(task_of_name("gwb-nodash", 1, id, sizeof id), -1);
 	CHECK_INT(task_of_name(NULL, 0, id, sizeof id), -1);
 }
+
+#define EMPTY_TEXT(t, f) CHECK_STR((t)->f, "");
+#define EMPTY_INT(t, f) CHECK_INT((t)->f, 0);
+#define EMPTY_BOOL(t, f) CHECK_INT((t)->f, 0);
+#define EMPTY_OPT(t, f) CHECK_INT((t)->f, 0); CHECK_INT((t)->has_##f, 0);
+#define EMPTY_STATE(t, f) CHECK_INT((t)->f, TASK_NONE);
+
+TEST(task_clear_empties_every_column_of_a_dirty_task)
+{
+	static struct task t;
+	memset(&t, 0xa5, sizeof t);
+	task_clear(&t);
+#define EMPTY(kind, f, tbl, col, size, role) EMPTY_##kind(&t, f)
+	TASK_COLUMNS(EMPTY)
+#undef EMPTY
+	CHECK_INT(t.loaded_state, TASK_NONE);
+	CHECK_INT(t.changed, 0);
+	/* A setter sees the cleared text as "": setting "" again changes nothing. */
+	TASK_SET_TEXT(&t, pending_diagnosis, "");
+	CHECK_INT(t.changed, 0);
+	TASK_SET_TEXT(&t, pending_diagnosis, "x");
+	CHECK_INT(t.changed, 1);
+	CHECK_STR(t.pending_diagnosis, "x");
+}
