@@ -655,12 +655,14 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		  int64_t wal_max_bytes, char *err, size_t errlen)
 {
 	int busy_timeout_ms = open_busy_ms;
-	/* No memory statistics: SQLite would take a global mutex on every allocation to keep
-	 * them, and nothing here reads them. Only possible before SQLite is initialised (the
-	 * first open); later calls fail harmlessly. */
+	/* SQLite's allocations through free lists of size classes (store_mem.c), and no
+	 * memory statistics: SQLite would take a global mutex on every allocation to keep them,
+	 * and nothing here reads them. Only possible before SQLite is initialised (the first
+	 * open); later calls fail harmlessly. */
 	static int configured;
 	if (!configured) {
 		configured = 1;
+		store_mem_install();
 		sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	}
 	struct store *s = gwb_calloc(1, sizeof *s);

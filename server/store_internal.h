@@ -204,4 +204,8 @@ const char *store_col_text(sqlite3_stmt *st, int idx);
  * if it could not be. Not thread-safe: stores are opened on one thread. */
 const char *store_vfs_name(void);
 
+/* Makes SQLite allocate through size classes kept on free lists (store_mem.c). Only possible
+ * before SQLite is initialised: 0, or -1 when it is too late (SQLite's allocator stays). */
+int store_mem_install(void);
+
 #endif
