@@ -13,6 +13,17 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 
+/* The columns migration 9 copies, as versions 1 to 8 left them. */
+#define V9_TASK_COLUMNS                                                                    \
+	"seq, id, team, name, state, gpu_memory_mib, gpu_core_percent, gpu_count, "         \
+	"duration_seconds, qos, experiment, idempotency_key, job_name, job_uid, "            \
+	"job_suspended, pod_name, pod_uid, pod_node, pod_phase, exit_code, reason, "          \
+	"allocation, pending_message, pending_diagnosis, cancel_requested_at, created_at, "   \
+	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at"
+#define V9_RES_COLUMNS                                                                     \
+	"task_id, team, gpu_memory_mib, gpu_core_percent, released, released_at, "           \
+	"release_reason, release_evidence"
+
 /* Numbered migrations: migrations[i] takes the schema from version i to i + 1. Never edit one
  * that has shipped; append a new one. */
 static const char *const migrations[] = {
@@ -144,6 +155,56 @@ static const char *const migrations[] = {
 	"DROP INDEX tasks_team_state;"
 	"DROP INDEX tasks_state;"
 	"CREATE INDEX tasks_state_team ON tasks(state, team);",
+	/* 9: less work per submission again. The tasks lose AUTOINCREMENT as the outbox did in
+	 * 8: no task is ever deleted, so the largest seq plus one is still never one used
+	 * before, and the API's cursors (seq descending) stay in order (a pruning of tasks must
+	 * keep the last row, or bring AUTOINCREMENT back). The reservations are kept in their
+	 * primary key's b-tree (WITHOUT ROWID): an insert writes two b-trees, not three, and a
+	 * task's reservation is one lookup. Rows, seqs and every other column are kept. The
+	 * migrations run with foreign keys off (tasks is replaced under reservations'
+	 * reference), and foreign_key_check runs before their commit. */
+	"CREATE TABLE tasks_v9 ("
+	"  seq INTEGER PRIMARY KEY,"
+	"  id TEXT NOT NULL UNIQUE,"
+	"  team TEXT NOT NULL REFERENCES teams(name),"
+	"  name TEXT NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  gpu_memory_mib INTEGER NOT NULL,"
+	"  gpu_core_percent INTEGER NOT NULL,"
+	"  gpu_count INTEGER NOT NULL,"
+	"  duration_seconds INTEGER NOT NULL,"
+	"  qos TEXT NOT NULL,"
+	"  experiment TEXT NOT NULL,"
+	"  idempotency_key TEXT,"
+	"  job_name TEXT NOT NULL,"
+	"  job_uid TEXT,"
+	"  job_suspended INTEGER NOT NULL DEFAULT 0,"
+	"  pod_name TEXT, pod_uid TEXT, pod_node TEXT, pod_phase TEXT,"
+	"  exit_code INTEGER, reason TEXT,"
+	"  allocation TEXT,"
+	"  pending_message TEXT, pending_diagnosis TEXT,"
+	"  cancel_requested_at INTEGER,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  pod_deleted_at TEXT, cluster_uid TEXT, pod_deadline_at INTEGER);"
+	"INSERT INTO tasks_v9 (" V9_TASK_COLUMNS ") SELECT " V9_TASK_COLUMNS " FROM tasks;"
+	"DROP TABLE tasks;"
+	"ALTER TABLE tasks_v9 RENAME TO tasks;"
+	"CREATE INDEX tasks_team_seq ON tasks(team, seq);"
+	"CREATE INDEX tasks_state_team ON tasks(state, team);"
+	"DELETE FROM sqlite_sequence WHERE name = 'tasks';"
+	"CREATE TABLE reservations_v9 ("
+	"  task_id TEXT PRIMARY KEY REFERENCES tasks(id),"
+	"  team TEXT NOT NULL REFERENCES teams(name),"
+	"  gpu_memory_mib INTEGER NOT NULL,"
+	"  gpu_core_percent INTEGER NOT NULL,"
+	"  released INTEGER NOT NULL DEFAULT 0,"
+	"  released_at INTEGER, release_reason TEXT, release_evidence TEXT) WITHOUT ROWID;"
+	"INSERT INTO reservations_v9 (" V9_RES_COLUMNS ") SELECT " V9_RES_COLUMNS
+	"  FROM reservations;"
+	"DROP TABLE reservations;"
+	"ALTER TABLE reservations_v9 RENAME TO reservations;"
+	"CREATE INDEX reservations_unreleased ON reservations(task_id) WHERE released = 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -604,6 +665,11 @@ int store_schema_latest(void)
 	return NMIGRATIONS;
 }
 
+const char *store_migration_sql(int v)
+{
+	return v >= 0 && v < NMIGRATIONS ? migrations[v] : NULL;
+}
+
 int store_schema_version(struct store *s)
 {
 	sqlite3_stmt *st = store_stmt(s, "PRAGMA user_version");
@@ -615,6 +681,25 @@ int store_schema_version(struct store *s)
 	return v;
 }
 
+/* 0 when no row breaks a foreign key; else GWB_EDB, with the first such row in err. */
+static int foreign_keys_hold(struct store *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "foreign_key_check: %s", store_errmsg(s));
+		return GWB_EDB;
+	}
+	int rc = sqlite3_step(st), bad = rc == SQLITE_ROW;
+	if (bad)
+		snprintf(err, errlen, "a row of %s (rowid %lld) references a missing row of %s",
+			 store_col_text(st, 0), (long long)sqlite3_column_int64(st, 1),
+			 store_col_text(st, 2));
+	else if (rc != SQLITE_DONE)
+		snprintf(err, errlen, "foreign_key_check: %s", store_errmsg(s));
+	sqlite3_finalize(st);
+	return bad || rc != SQLITE_DONE ? GWB_EDB : 0;
+}
+
 static int migrate(struct store *s, char *err, size_t errlen)
 {
 	int rc = store_begin(s);
@@ -622,7 +707,7 @@ static int migrate(struct store *s, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot lock the database to migrate: %s", store_errmsg(s));
 		return rc;
 	}
-	int v = store_schema_version(s);
+	int v = store_schema_version(s), migrated = 0;
 	if (v < 0 || v > NMIGRATIONS) {
 		snprintf(err, errlen, "schema version %d is not one this build knows (max %d)", v,
 			 NMIGRATIONS);
@@ -638,6 +723,13 @@ static int migrate(struct store *s, char *err, size_t errlen)
 			return GWB_EDB;
 		}
 		log_info("store", "migrated", "version=%d", v + 1);
+		migrated = 1;
+	}
+	/* Migrations run with foreign keys off (a table can be rebuilt under a reference to
+	 * it): what they leave must satisfy every reference before it is committed. */
+	if (migrated && (rc = foreign_keys_hold(s, err, errlen))) {
+		store_rollback(s);
+		return rc;
 	}
 	rc = store_commit(s);
 	if (rc)
@@ -690,8 +782,7 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 	sqlite3_extended_result_codes(s->db, 0);
 	/* WAL lets readers run beside the writer; synchronous=FULL makes every acknowledged
 	 * commit survive a power loss too, not only a process kill. */
-	if (exec_sql(s, "PRAGMA journal_mode=WAL") || exec_sql(s, "PRAGMA synchronous=FULL") ||
-	    exec_sql(s, "PRAGMA foreign_keys=ON")) {
+	if (exec_sql(s, "PRAGMA journal_mode=WAL") || exec_sql(s, "PRAGMA synchronous=FULL")) {
 		snprintf(err, errlen, "%s: cannot configure: %s", path, store_errmsg(s));
 		store_close(s);
 		return GWB_EDB;
@@ -702,6 +793,12 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		snprintf(err, errlen, "%s: %s", path, why);
 		store_close(s);
 		return rc;
+	}
+	/* Foreign keys from here on (not in a transaction: SQLite ignores the pragma there). */
+	if (exec_sql(s, "PRAGMA foreign_keys=ON")) {
+		snprintf(err, errlen, "%s: cannot configure: %s", path, store_errmsg(s));
+		store_close(s);
+		return GWB_EDB;
 	}
 	if ((rc = store_task_state_counts(s, s->counts))) {
 		snprintf(err, errlen, "%s: cannot count the tasks: %s", path, store_errmsg(s));

@@ -36,6 +36,9 @@ const char *store_errmsg(struct store *s);
 int store_schema_version(struct store *s);
 /* The schema version this build migrates to (the number of migrations it knows). */
 int store_schema_latest(void);
+/* The SQL of migration v + 1 (0 <= v < store_schema_latest()), for tests that build a
+ * database of an older version as the migrations made it. */
+const char *store_migration_sql(int v);
 /* Runs PRAGMA quick_check (a scan of the whole file: for tests and tools, not the loop); 0 when
  * the database is intact. */
 int store_check(struct store *s);

@@ -1,14 +1,21 @@
-/* Migration 8 on a database of version 7: the outbox and the task events keep their rows and
- * ids, lose AUTOINCREMENT (no sqlite_sequence row) and never hand out an id used before; the
- * tasks' two indexes on state become one on (state, team), which the reconciler's pass and a
- * team's active count use. The version-7 file holds the tables and indexes migration 8
- * touches, as versions 1 to 7 made them. */
+/* Migrations on databases of an older version, each built by the real migrations up to that
+ * version (store_migration_sql) with rows in it:
+ * - 8 on version 7: the outbox and the task events keep their rows and ids, lose
+ *   AUTOINCREMENT (no sqlite_sequence row) and never hand out an id used before; the tasks'
+ *   two indexes on state become one on (state, team), which the reconciler's pass and a
+ *   team's active count use;
+ * - 9 on version 8: the tasks keep every column of every row and their seqs, lose
+ *   AUTOINCREMENT, and the next seq follows the largest; the reservations live in their
+ *   primary key's b-tree, with their rows, and the references of both tables still hold;
+ * - a migration that would leave a reference broken is not committed. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/log.h"
+#include "lib/err.h"
 #include "server/store.h"
+#include "server/store_internal.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
@@ -35,6 +42,26 @@ static long long one_int(sqlite3 *h, const char *sql)
 	return v;
 }
 
+/* A new database at version v, as migrations 1 to v made it, open. */
+static sqlite3 *at_version(const char *db, int v)
+{
+	sqlite3 *h;
+	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+	exec(h, "PRAGMA journal_mode=WAL");
+	for (int i = 0; i < v; i++)
+		exec(h, store_migration_sql(i));
+	char pragma[64];
+	snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v);
+	exec(h, pragma);
+	return h;
+}
+
+/* A task row's columns that have no default: the three named, and the rest (TASK_REST). */
+#define TASK_MIN                                                                             \
+	"id, team, state, name, gpu_memory_mib, gpu_core_percent, gpu_count, duration_seconds, " \
+	"qos, experiment, job_name, created_at, updated_at"
+#define TASK_REST ", 'n', 1024, 25, 1, 60, 'burst', '', 'gwb-x', 1, 2"
+
 /* The query plan of sql, its details joined by "; ". */
 static void plan(sqlite3 *h, const char *sql, char *out, size_t len)
 {
@@ -54,32 +81,18 @@ static void plan(sqlite3 *h, const char *sql, char *out, size_t len)
 TEST(store_migration_8_keeps_ids_and_uses_one_state_index)
 {
 	const char *db = h_path("v7.db");
-	sqlite3 *h;
-	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
-	exec(h, "PRAGMA journal_mode=WAL;"
-		"CREATE TABLE tasks (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
-		"  team TEXT NOT NULL, state TEXT NOT NULL);"
-		"CREATE INDEX tasks_team_seq ON tasks(team, seq);"
-		"CREATE INDEX tasks_team_state ON tasks(team, state);"
-		"CREATE INDEX tasks_state ON tasks(state);"
-		"CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL,"
-		"  team TEXT NOT NULL, kind TEXT NOT NULL CHECK (kind IN ('create', 'cancel')),"
-		"  attempt INTEGER NOT NULL, created_at INTEGER NOT NULL, published_at INTEGER,"
-		"  stream_id TEXT);"
-		"CREATE INDEX outbox_unpublished ON outbox(id) WHERE published_at IS NULL;"
-		"CREATE TABLE task_events (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-		"  task_id TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL,"
-		"  from_state TEXT, to_state TEXT, detail TEXT);"
-		"CREATE INDEX task_events_task ON task_events(task_id, id);"
-		"INSERT INTO tasks (id, team, state) VALUES ('t-a', 'alpha', 'queued'),"
-		"  ('t-b', 'alpha', 'running'), ('t-c', 'beta', 'succeeded');"
+	sqlite3 *h = at_version(db, 7);
+	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		"  VALUES ('alpha', 1, 1, 1, 1), ('beta', 1, 1, 1, 1);"
+		"INSERT INTO tasks (" TASK_MIN ") VALUES ('t-a', 'alpha', 'queued'" TASK_REST "),"
+		"  ('t-b', 'alpha', 'running'" TASK_REST "), ('t-c', 'beta', 'succeeded'" TASK_REST
+		");"
 		"INSERT INTO outbox (id, task_id, team, kind, attempt, created_at, published_at,"
 		"  stream_id) VALUES (3, 't-a', 'alpha', 'create', 1, 5, 6, '1-0'),"
 		"  (7, 't-b', 'alpha', 'create', 2, 8, NULL, NULL);"
 		"INSERT INTO task_events (id, task_id, ts, type, to_state, detail) VALUES"
 		"  (11, 't-a', 5, 'submitted', 'queued', '{}'), (12, 't-b', 8, 'submitted', 'queued',"
-		"  NULL);"
-		"PRAGMA user_version = 7;");
+		"  NULL);");
 	sqlite3_close(h);
 
 	struct store *s = NULL;
@@ -124,5 +137,125 @@ TEST(store_migration_8_keeps_ids_and_uses_one_state_index)
 	CHECKF(strstr(p, "tasks_state_team") != NULL, "by team and state: %s", p);
 	plan(h, "SELECT id FROM outbox WHERE published_at IS NULL ORDER BY id", p, sizeof p);
 	CHECKF(strstr(p, "outbox_unpublished") != NULL, "unpublished: %s", p);
+	sqlite3_close(h);
+}
+
+/* Every column of every task row, and of every reservation, as one text. */
+static void rows_text(sqlite3 *h, const char *sql, char *out, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	CHECKF(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+	       sqlite3_errmsg(h));
+	out[0] = '\0';
+	while (sqlite3_step(st) == SQLITE_ROW)
+		for (int c = 0; c < sqlite3_column_count(st); c++) {
+			size_t n = strlen(out);
+			const unsigned char *v = sqlite3_column_text(st, c);
+			snprintf(out + n, len - n, "%s|", v ? (const char *)v : "NULL");
+		}
+	sqlite3_finalize(st);
+}
+
+#define ALL_TASKS "SELECT * FROM tasks ORDER BY seq"
+#define ALL_RESERVATIONS "SELECT * FROM reservations ORDER BY task_id"
+
+TEST(store_migration_9_keeps_tasks_and_reservations_in_fewer_btrees)
+{
+	const char *db = h_path("v8.db");
+	sqlite3 *h = at_version(db, 8);
+	/* Seqs with a gap, as a version-8 file has after a task insert that was rolled back:
+	 * AUTOINCREMENT's counter is ahead of the largest seq. Every column holds a value. */
+	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		"  VALUES ('alpha', 10, 10, 1, 1);"
+		"INSERT INTO tasks (seq, " TASK_MIN ", idempotency_key, job_uid, job_suspended,"
+		"  pod_name, pod_uid, pod_node, pod_phase, exit_code, reason, allocation,"
+		"  pending_message, pending_diagnosis, cancel_requested_at, pod_deleted_at,"
+		"  cluster_uid, pod_deadline_at) VALUES"
+		"  (5, 't-a', 'alpha', 'running'" TASK_REST ", 'k', 'u1', 1, 'p', 'pu', 'node-1',"
+		"  'Running', 3, 'r', '{\"gpu\":0}', 'm', 'd', 7, 'z', 'c-1', 99),"
+		"  (9, 't-b', 'alpha', 'succeeded'" TASK_REST ", NULL, NULL, 0, NULL, NULL, NULL,"
+		"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);"
+		"UPDATE sqlite_sequence SET seq = 12 WHERE name = 'tasks';"
+		"INSERT INTO reservations (task_id, team, gpu_memory_mib, gpu_core_percent, released,"
+		"  released_at, release_reason, release_evidence) VALUES"
+		"  ('t-a', 'alpha', 1024, 25, 0, NULL, NULL, NULL),"
+		"  ('t-b', 'alpha', 2048, 50, 1, 40, 'job_succeeded', '{\"pod\":\"p\"}');");
+	char tasks_before[2048], res_before[512];
+	rows_text(h, ALL_TASKS, tasks_before, sizeof tasks_before);
+	rows_text(h, ALL_RESERVATIONS, res_before, sizeof res_before);
+	sqlite3_close(h);
+
+	struct store *s = NULL;
+	char err[256];
+	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
+	CHECK_INT(store_schema_version(s), store_schema_latest());
+	/* The store's own connection checks references again once the migrations are done. */
+	sqlite3_stmt *st = store_stmt(s, "PRAGMA foreign_keys");
+	CHECK(st && sqlite3_step(st) == SQLITE_ROW);
+	CHECK_INT(sqlite3_column_int(st, 0), 1);
+	sqlite3_reset(st);
+	store_close(s);
+
+	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+	char after[2048];
+	rows_text(h, ALL_TASKS, after, sizeof after);
+	CHECK_STR(after, tasks_before);
+	rows_text(h, ALL_RESERVATIONS, after, sizeof after);
+	CHECK_STR(after, res_before);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_sequence WHERE name = 'tasks'"), 0);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'tasks' AND sql "
+			     "LIKE '%AUTOINCREMENT%'"),
+		  0);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'reservations' "
+			     "AND sql LIKE '%WITHOUT ROWID'"),
+		  1);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v9'"), 0);
+	/* The next seq follows the largest one. */
+	exec(h, "INSERT INTO tasks (" TASK_MIN ") VALUES ('t-c', 'alpha', 'queued'" TASK_REST ")");
+	CHECK_INT(one_int(h, "SELECT seq FROM tasks WHERE id = 't-c'"), 10);
+	/* The references survived the rebuild: a reservation of no task, or a task of no team,
+	 * is refused. */
+	exec(h, "PRAGMA foreign_keys = ON");
+	CHECK(sqlite3_exec(h, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
+			      "gpu_core_percent) VALUES ('t-none', 'alpha', 1, 1)",
+			   NULL, NULL, NULL) == SQLITE_CONSTRAINT);
+	CHECK(sqlite3_exec(h, "INSERT INTO tasks (" TASK_MIN ") VALUES ('t-d', 'nobody', "
+			      "'queued'" TASK_REST ")",
+			   NULL, NULL, NULL) == SQLITE_CONSTRAINT);
+	/* The indexes, and the plans that need them. */
+	char p[1024];
+	plan(h, "SELECT task_id FROM reservations WHERE released = 0", p, sizeof p);
+	CHECKF(strstr(p, "reservations_unreleased") != NULL, "unreleased: %s", p);
+	plan(h, "SELECT t.id, r.released FROM tasks t LEFT JOIN reservations r ON r.task_id = "
+		"t.id WHERE t.id = 't-a'",
+	     p, sizeof p);
+	CHECKF(strstr(p, "sqlite_autoindex_tasks") != NULL &&
+		       strstr(p, "PRIMARY KEY (task_id=?)") != NULL,
+	       "a task with its reservation: %s", p);
+	plan(h, "SELECT id FROM tasks WHERE team = 'alpha' ORDER BY seq DESC", p, sizeof p);
+	CHECKF(strstr(p, "tasks_team_seq") != NULL, "a team's list: %s", p);
+	sqlite3_close(h);
+}
+
+/* A version-8 file with a reservation of a task it does not hold: migration 9 would carry
+ * the broken reference over, so the store refuses to open it, and the file stays at 8. */
+TEST(store_migration_with_a_broken_reference_is_not_committed)
+{
+	const char *db = h_path("broken.db");
+	sqlite3 *h = at_version(db, 8);
+	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		"  VALUES ('alpha', 10, 10, 1, 1);"
+		"INSERT INTO reservations (task_id, team, gpu_memory_mib, gpu_core_percent) VALUES"
+		"  ('t-gone', 'alpha', 1, 1);");
+	sqlite3_close(h);
+	struct store *s = NULL;
+	char err[256];
+	CHECK_INT(store_open(&s, db, 10000, err, sizeof err), GWB_EDB);
+	CHECKF(strstr(err, "reservations") && strstr(err, "tasks"), "%s", err);
+	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+	CHECK_INT(one_int(h, "PRAGMA user_version"), 8);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'reservations' "
+			     "AND sql LIKE '%WITHOUT ROWID'"),
+		  0);
 	sqlite3_close(h);
 }
