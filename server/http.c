@@ -24,6 +24,7 @@
 #include "lib/jsonx.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/pool.h"
 #include "server/api_audit.h"
 #include "server/ratelimit.h"
 
@@ -189,6 +190,23 @@ static EVP_MD *sha256_md;
 static void sha256_fetch(void)
 {
 	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+/* Whether libevent allocates through the pool (http_mem_install). */
+static int event_pool;
+
+void http_mem_install(void)
+{
+	event_set_mem_functions(pool_alloc, pool_realloc, pool_free);
+	event_pool = 1;
+}
+
+void http_event_free(void *p)
+{
+	if (event_pool)
+		pool_free(p);
+	else
+		free(p); /* banned-ok: what libevent allocated with the C library */
 }
 
 void http_sha256(const void *data, size_t n, unsigned char out[SHA256_DIGEST_LENGTH])
@@ -609,7 +627,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	int path_ok = path && path[0] == '/' && path_len < sizeof r.path &&
 		      strlen(path) == path_len && path_len == strcspn(path, "\r\n");
 	snprintf(r.path, sizeof r.path, "%s", path_ok ? path : "?");
-	free(path); /* banned-ok: evhttp_uridecode allocates with the C library */
+	http_event_free(path);
 	if (!path_ok) {
 		http_reply_error(&r, 400, "invalid_path", "the request path is not valid", NULL);
 		return;

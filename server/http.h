@@ -157,6 +157,12 @@ void http_reply_invalid_field(struct req *r, const char *field, const char *rule
 void http_add_header(struct req *r, const char *name, const char *value);
 /* Value of a request header, or NULL. */
 const char *http_header(struct req *r, const char *name);
+/* Makes libevent allocate through lib/pool.h's free lists: the buffers, requests and
+ * headers of a batch of deferred requests are live together, and more than glibc keeps at
+ * hand. Call first, before any libevent call that allocates. */
+void http_mem_install(void);
+/* Frees what libevent allocated for its caller (evhttp_uridecode's string). */
+void http_event_free(void *p);
 /* SHA-256 of data into out (32 bytes). */
 void http_sha256(const void *data, size_t n, unsigned char out[32]);
 /* Requires a JSON body: checks Content-Type (415), parses it (400 invalid_json / invalid_utf8

@@ -289,6 +289,7 @@ int main(int argc, char **argv)
 {
 	static struct gwb_config cfg;
 	char err[1024];
+	http_mem_install(); /* before anything libevent allocates */
 	gwb_alloc_init();
 	signal(SIGPIPE, SIG_IGN);
 	int rc = config_load(&cfg, argc, argv, stdout, err, sizeof err);
