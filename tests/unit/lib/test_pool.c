@@ -68,26 +68,26 @@ TEST(pool_classes_keep_what_their_bound_allows)
 	size_t blocks, bytes;
 	pool_thread_listed(&blocks, &bytes);
 	CHECK_INT((long long)blocks, 0);
-	static void *p[1000];
-	/* 512 blocks of 32 bytes at most, and 256 KiB of 1 KiB blocks (256 of them). */
-	for (int i = 0; i < 1000; i++)
+	static void *p[5000];
+	/* 4096 blocks of 32 bytes at most, and 256 KiB of 1 KiB blocks (256 of them). */
+	for (int i = 0; i < 5000; i++)
 		p[i] = pool_alloc(24);
-	for (int i = 0; i < 1000; i++)
+	for (int i = 0; i < 5000; i++)
 		pool_free(p[i]);
 	pool_thread_listed(&blocks, &bytes);
-	CHECK_INT((long long)blocks, 512);
-	CHECK_INT((long long)bytes, 512 * 32);
+	CHECK_INT((long long)blocks, 4096);
+	CHECK_INT((long long)bytes, 4096 * 32);
 	for (int i = 0; i < 1000; i++)
 		p[i] = pool_alloc(1000);
 	for (int i = 0; i < 1000; i++)
 		pool_free(p[i]);
 	pool_thread_listed(&blocks, &bytes);
-	CHECK_INT((long long)blocks, 512 + 256);
-	CHECK_INT((long long)bytes, 512 * 32 + 256 * 1024);
+	CHECK_INT((long long)blocks, 4096 + 256);
+	CHECK_INT((long long)bytes, 4096 * 32 + 256 * 1024);
 	/* Blocks beyond the classes are never kept. */
 	pool_free(pool_alloc(5000));
 	pool_thread_listed(&blocks, &bytes);
-	CHECK_INT((long long)blocks, 512 + 256);
+	CHECK_INT((long long)blocks, 4096 + 256);
 	pool_thread_release();
 	pool_thread_listed(&blocks, &bytes);
 	CHECK_INT((long long)blocks, 0);
