@@ -10,14 +10,13 @@
 #include "lib/jsonx.h"
 #include "server/store_internal.h"
 
-/* The sums come from the tasks' own team (not the reservation's copy of it): that is what
- * the submission charged. */
-#define AUDIT_TEAMS_SQL                                                                    \
-	"SELECT tm.name, tm.reserved_mem_mib, tm.reserved_core_pct, COALESCE(s.mem, 0), "  \
-	"COALESCE(s.core, 0) FROM teams tm LEFT JOIN (SELECT t.team AS team, "              \
-	"SUM(r.gpu_memory_mib) AS mem, SUM(r.gpu_core_percent) AS core FROM reservations r " \
-	"JOIN tasks t ON t.id = r.task_id WHERE r.released = 0 GROUP BY t.team) s "         \
-	"ON s.team = tm.name ORDER BY tm.name"
+/* The sums of the unreleased reservations held in the task rows, by the tasks' team: what
+ * the submissions charged. */
+#define AUDIT_TEAMS_SQL                                                                   \
+	"SELECT tm.name, tm.reserved_mem_mib, tm.reserved_core_pct, COALESCE(s.mem, 0), " \
+	"COALESCE(s.core, 0) FROM teams tm LEFT JOIN (SELECT team, "                        \
+	"SUM(reserved_gpu_memory_mib) AS mem, SUM(reserved_gpu_core_percent) AS core "      \
+	"FROM tasks WHERE released = 0 GROUP BY team) s ON s.team = tm.name ORDER BY tm.name"
 
 static void team_row(sqlite3_stmt *st, struct store_audit_team *t)
 {
@@ -47,10 +46,9 @@ int store_audit_teams(struct store *s, store_audit_team_fn fn, void *arg)
 int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 {
 	sqlite3_stmt *st = store_stmt(
-		s, "SELECT t.id, t.team, t.state, t.created_at, r.gpu_memory_mib, "
-		   "r.gpu_core_percent, COALESCE(t.reason, ''), COALESCE(t.pod_deadline_at, 0) "
-		   "FROM reservations r JOIN tasks t ON t.id = r.task_id "
-		   "WHERE r.released = 0 ORDER BY t.seq");
+		s, "SELECT id, team, state, created_at, reserved_gpu_memory_mib, "
+		   "reserved_gpu_core_percent, COALESCE(reason, ''), COALESCE(pod_deadline_at, 0) "
+		   "FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE released = 0) ORDER BY seq");
 	if (!st)
 		return GWB_EDB;
 	int step;

@@ -119,8 +119,7 @@ void store_outbox_hook(struct store *s);
 /* The task SELECT: the columns of TASK_COLUMNS in order (the trailing NULL closes the list),
  * read by store_task_read; the caller appends WHERE. */
 #define TASK_SELECT                                                          \
-	"SELECT " TASK_COLUMNS(STORE_TASK_SEL) "NULL FROM tasks t JOIN reservations r " \
-					       "ON r.task_id = t.id "
+	"SELECT " TASK_COLUMNS(STORE_TASK_SEL) "NULL FROM tasks t "
 
 /* Binds field f of struct task *t as parameter i, by its column's kind (TASK_COLUMNS); an
  * empty text binds NULL (the store keeps NULL, never ""). */

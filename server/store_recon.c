@@ -17,12 +17,12 @@ static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 
 int store_tasks_active(struct store *s, json_t **ids)
 {
-	/* Both halves use an index (tasks_state_team, reservations_unreleased), so the pass costs
-	 * what is active, not what the history holds. */
+	/* Both halves use an index (tasks_state_team, tasks_unreleased), so the pass costs what
+	 * is active, not what the history holds. */
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT t.id FROM tasks t WHERE t.id IN (SELECT id FROM tasks WHERE state IN "
 		   "(SELECT value FROM json_each(?1)) UNION "
-		   "SELECT task_id FROM reservations WHERE released = 0) ORDER BY t.seq");
+		   "SELECT id FROM tasks WHERE released = 0) ORDER BY t.seq");
 	if (!st)
 		return GWB_EDB;
 	store_bind_states(st, 1, TASK_ACTIVE, 0);
@@ -108,9 +108,9 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
-	sqlite3_stmt *st = store_stmt(s, "SELECT r.team, r.gpu_memory_mib, r.gpu_core_percent, "
-					 "r.released, t.state FROM reservations r JOIN tasks t ON "
-					 "t.id = r.task_id WHERE r.task_id = ?");
+	sqlite3_stmt *st = store_stmt(s, "SELECT team, reserved_gpu_memory_mib, "
+					 "reserved_gpu_core_percent, released, state FROM tasks "
+					 "WHERE id = ? AND reserved_gpu_memory_mib IS NOT NULL");
 	if (!st) {
 		rc = GWB_EDB;
 		goto out;
@@ -132,9 +132,8 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		return 0;
 	}
 	char *ev = jx_dump(evidence);
-	st = store_stmt(s, "UPDATE reservations SET released = 1, released_at = ?, "
-			   "release_reason = ?, release_evidence = ? WHERE task_id = ? AND "
-			   "released = 0");
+	st = store_stmt(s, "UPDATE tasks SET released = 1, released_at = ?, release_reason = ?, "
+			   "release_evidence = ? WHERE id = ? AND released = 0");
 	if (!st) {
 		gwb_free(ev);
 		rc = GWB_EDB;

@@ -172,6 +172,8 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 	t->gpu_core_percent = req->gpu_core_percent;
 	t->gpu_count = req->gpu_count;
 	t->duration_seconds = req->duration_seconds;
+	t->reserved_mem_mib = req->gpu_memory_mib * req->gpu_count;
+	t->reserved_core_percent = req->gpu_core_percent * req->gpu_count;
 	t->created_at = now_ms;
 	t->updated_at = now_ms;
 	int cut = 0;
@@ -225,22 +227,9 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	if (rc)
 		return rc;
 	copy_text(res->task_id, sizeof res->task_id, id);
-	/* The reservation as the row below holds it: what TASK_SELECT's join reads back. */
-	t->reserved_mem_mib = res->req_mem;
-	t->reserved_core_percent = res->req_core;
+	/* The row holds its reservation (new_task: res->req_mem and req_core), unreleased. */
 	t->loaded_state = t->state;
-
-	/* Its texts (id, the request's, key and fingerprint) outlive each statement's step. */
-	sqlite3_stmt *st = store_stmt(s, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
-					 "gpu_core_percent) VALUES (?, ?, ?, ?)");
-	if (!st)
-		return GWB_EDB;
-	store_bind_text_until_step(st, 1, id);
-	store_bind_text_until_step(st, 2, req->team);
-	sqlite3_bind_int64(st, 3, res->req_mem);
-	sqlite3_bind_int64(st, 4, res->req_core);
-	if ((rc = store_step_done(s, st)))
-		return rc;
+	sqlite3_stmt *st;
 
 	/* Inside a batch the team's row is written once, when the batch commits (team_totals
 	 * read it for this team just before). */

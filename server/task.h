@@ -80,9 +80,10 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 /* The columns of a task, in the order the store reads them:
  * X(kind, field, table, column, size, role). kind: TEXT (char field[size], "" for NULL),
  * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
- * STATE (enum task_state). table "t" is tasks, "r" reservations. role: REQ (written by the
- * submission), OBS (observed on the cluster: written by store_task_observe with the state),
- * RO (written elsewhere: the release, the cancel, the store's own bookkeeping). This list
+ * STATE (enum task_state). table "t" is tasks (a task's reservation is in its row since
+ * migration 10). role: REQ (written by the submission), OBS (observed on the cluster: written
+ * by store_task_observe with the state), RO (written elsewhere: the release, the cancel, the
+ * store's own bookkeeping). This list
  * drives struct task, the store's SELECT and its column indexes, the submission's INSERT (REQ)
  * and the observation's UPDATE (OBS); adding a task field is one line here, a migration, and
  * its place in the API's view. */
@@ -117,11 +118,11 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(OPT, cancel_requested_at, "t", "cancel_requested_at", 0, RO)        \
 	X(INT, created_at, "t", "created_at", 0, REQ)                         \
 	X(INT, updated_at, "t", "updated_at", 0, RO)                          \
-	X(INT, reserved_mem_mib, "r", "gpu_memory_mib", 0, RO)                \
-	X(INT, reserved_core_percent, "r", "gpu_core_percent", 0, RO)         \
-	X(BOOL, released, "r", "released", 0, RO)                             \
-	X(OPT, released_at, "r", "released_at", 0, RO)                        \
-	X(TEXT, release_reason, "r", "release_reason", 64, RO)
+	X(INT, reserved_mem_mib, "t", "reserved_gpu_memory_mib", 0, REQ)      \
+	X(INT, reserved_core_percent, "t", "reserved_gpu_core_percent", 0, REQ) \
+	X(BOOL, released, "t", "released", 0, RO)                             \
+	X(OPT, released_at, "t", "released_at", 0, RO)                        \
+	X(TEXT, release_reason, "t", "release_reason", 64, RO)
 
 #define TASK_FIELD_TEXT(f, size) char f[size];
 #define TASK_FIELD_INT(f, size) int64_t f;

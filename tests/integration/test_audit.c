@@ -298,7 +298,7 @@ TEST_T(audit_reports_changes_made_between_a_stop_and_a_start, 60)
 	/* One reservation released without its total, one task made final still holding. */
 	char sql[512];
 	snprintf(sql, sizeof sql,
-		 "UPDATE reservations SET released = 1, released_at = 1 WHERE task_id = '%s';"
+		 "UPDATE tasks SET released = 1, released_at = 1 WHERE id = '%s';"
 		 "UPDATE tasks SET state = 'succeeded' WHERE id = '%s';",
 		 id1, id2);
 	tamper(s.db, sql);
@@ -395,16 +395,16 @@ TEST_T(audit_checks_tasks_against_a_fresh_cluster_picture, 120)
 	char sql[2048];
 	int64_t now = clock_now_ms();
 	snprintf(sql, sizeof sql,
-		 "UPDATE reservations SET released = 1, released_at = %lld WHERE task_id = '%s';"
+		 "UPDATE tasks SET released = 1, released_at = %lld WHERE id = '%s';"
 		 "UPDATE teams SET reserved_mem_mib = reserved_mem_mib - 1024 + 2048, "
 		 "reserved_core_pct = reserved_core_pct - 20 + 20 WHERE name = 'alpha';"
 		 "INSERT INTO tasks (id, team, name, state, gpu_memory_mib, gpu_core_percent, "
-		 "gpu_count, duration_seconds, qos, experiment, job_name, created_at, updated_at) "
+		 "gpu_count, duration_seconds, qos, experiment, job_name, created_at, updated_at, "
+		 "reserved_gpu_memory_mib, reserved_gpu_core_percent) "
 		 "VALUES ('t-oldnojob0000', 'alpha', 'old', 'running', 1024, 10, 1, 60, 'LS', "
-		 "'normal', 'gwb-t-oldnojob0000', %lld, %lld), ('t-newnojob0000', 'alpha', 'new', "
-		 "'running', 1024, 10, 1, 60, 'LS', 'normal', 'gwb-t-newnojob0000', %lld, %lld);"
-		 "INSERT INTO reservations (task_id, team, gpu_memory_mib, gpu_core_percent) VALUES "
-		 "('t-oldnojob0000', 'alpha', 1024, 10), ('t-newnojob0000', 'alpha', 1024, 10);",
+		 "'normal', 'gwb-t-oldnojob0000', %lld, %lld, 1024, 10), ('t-newnojob0000', "
+		 "'alpha', 'new', 'running', 1024, 10, 1, 60, 'LS', 'normal', "
+		 "'gwb-t-newnojob0000', %lld, %lld, 1024, 10);",
 		 (long long)now, running, (long long)(now - 3600000), (long long)(now - 3600000),
 		 (long long)now, (long long)now);
 	tamper(s.db, sql);

@@ -4,15 +4,17 @@
  *   AUTOINCREMENT (no sqlite_sequence row) and never hand out an id used before; the tasks'
  *   two indexes on state become one on (state, team), which the reconciler's pass and a
  *   team's active count use;
- * - 9 on version 8: the tasks keep every column of every row and their seqs, lose
- *   AUTOINCREMENT, and the next seq follows the largest; the reservations live in their
- *   primary key's b-tree, with their rows, and the references of both tables still hold;
+ * - 9 and 10 on version 8: the tasks keep every column of every row and their seqs, lose
+ *   AUTOINCREMENT, and the next seq follows the largest; the reservations move into their
+ *   tasks' rows, and the reservations view shows the rows the table held; the team
+ *   reference still holds, and the queries of unreleased reservations use an index;
  * - a migration that would leave a reference broken is not committed. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/log.h"
+#include "lib/alloc.h"
 #include "lib/err.h"
 #include "server/store.h"
 #include "server/store_internal.h"
@@ -156,15 +158,24 @@ static void rows_text(sqlite3 *h, const char *sql, char *out, size_t len)
 	sqlite3_finalize(st);
 }
 
-#define ALL_TASKS "SELECT * FROM tasks ORDER BY seq"
-#define ALL_RESERVATIONS "SELECT * FROM reservations ORDER BY task_id"
+/* The task columns as version 8 had them, and the reservations' (a table, then a view). */
+#define V8_TASKS                                                                            \
+	"SELECT seq, id, team, name, state, gpu_memory_mib, gpu_core_percent, gpu_count, "   \
+	"duration_seconds, qos, experiment, idempotency_key, job_name, job_uid, "              \
+	"job_suspended, pod_name, pod_uid, pod_node, pod_phase, exit_code, reason, "            \
+	"allocation, pending_message, pending_diagnosis, cancel_requested_at, created_at, "     \
+	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at FROM tasks ORDER BY seq"
+#define ALL_RESERVATIONS                                                                   \
+	"SELECT task_id, team, gpu_memory_mib, gpu_core_percent, released, released_at, "     \
+	"release_reason, release_evidence FROM reservations ORDER BY task_id"
 
-TEST(store_migration_9_keeps_tasks_and_reservations_in_fewer_btrees)
+TEST(store_migrations_9_and_10_keep_tasks_and_move_reservations_into_them)
 {
 	const char *db = h_path("v8.db");
 	sqlite3 *h = at_version(db, 8);
 	/* Seqs with a gap, as a version-8 file has after a task insert that was rolled back:
-	 * AUTOINCREMENT's counter is ahead of the largest seq. Every column holds a value. */
+	 * AUTOINCREMENT's counter is ahead of the largest seq. Every column holds a value. A
+	 * third task has no reservation row (none is ever written so). */
 	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
 		"  VALUES ('alpha', 10, 10, 1, 1);"
 		"INSERT INTO tasks (seq, " TASK_MIN ", idempotency_key, job_uid, job_suspended,"
@@ -174,14 +185,16 @@ TEST(store_migration_9_keeps_tasks_and_reservations_in_fewer_btrees)
 		"  (5, 't-a', 'alpha', 'running'" TASK_REST ", 'k', 'u1', 1, 'p', 'pu', 'node-1',"
 		"  'Running', 3, 'r', '{\"gpu\":0}', 'm', 'd', 7, 'z', 'c-1', 99),"
 		"  (9, 't-b', 'alpha', 'succeeded'" TASK_REST ", NULL, NULL, 0, NULL, NULL, NULL,"
+		"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),"
+		"  (11, 't-n', 'alpha', 'failed'" TASK_REST ", NULL, NULL, 0, NULL, NULL, NULL,"
 		"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);"
 		"UPDATE sqlite_sequence SET seq = 12 WHERE name = 'tasks';"
 		"INSERT INTO reservations (task_id, team, gpu_memory_mib, gpu_core_percent, released,"
 		"  released_at, release_reason, release_evidence) VALUES"
 		"  ('t-a', 'alpha', 1024, 25, 0, NULL, NULL, NULL),"
 		"  ('t-b', 'alpha', 2048, 50, 1, 40, 'job_succeeded', '{\"pod\":\"p\"}');");
-	char tasks_before[2048], res_before[512];
-	rows_text(h, ALL_TASKS, tasks_before, sizeof tasks_before);
+	char tasks_before[4096], res_before[512];
+	rows_text(h, V8_TASKS, tasks_before, sizeof tasks_before);
 	rows_text(h, ALL_RESERVATIONS, res_before, sizeof res_before);
 	sqlite3_close(h);
 
@@ -194,68 +207,80 @@ TEST(store_migration_9_keeps_tasks_and_reservations_in_fewer_btrees)
 	CHECK(st && sqlite3_step(st) == SQLITE_ROW);
 	CHECK_INT(sqlite3_column_int(st, 0), 1);
 	sqlite3_reset(st);
+	/* The reservation read with its task, as the API shows it. */
+	struct task *t = gwb_malloc(sizeof *t);
+	CHECK_INT(store_task_load(s, "t-b", t), 0);
+	CHECK_INT(t->reserved_mem_mib, 2048);
+	CHECK_INT(t->released, 1);
+	CHECK_INT(t->released_at, 40);
+	CHECK_STR(t->release_reason, "job_succeeded");
+	gwb_free(t);
 	store_close(s);
 
 	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
-	char after[2048];
-	rows_text(h, ALL_TASKS, after, sizeof after);
+	/* Every task column and every reservation column as they were. */
+	char after[4096];
+	rows_text(h, V8_TASKS, after, sizeof after);
 	CHECK_STR(after, tasks_before);
 	rows_text(h, ALL_RESERVATIONS, after, sizeof after);
 	CHECK_STR(after, res_before);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'reservations' "
+			     "AND type = 'view'"),
+		  1);
+	/* The task without a reservation holds none, and no pass looks for it. */
+	CHECK_INT(one_int(h, "SELECT released FROM tasks WHERE id = 't-n'"), 1);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM tasks WHERE id = 't-n' AND "
+			     "reserved_gpu_memory_mib IS NULL"),
+		  1);
+	/* No AUTOINCREMENT on tasks; the next seq follows the largest one. */
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_sequence WHERE name = 'tasks'"), 0);
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'tasks' AND sql "
 			     "LIKE '%AUTOINCREMENT%'"),
 		  0);
-	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'reservations' "
-			     "AND sql LIKE '%WITHOUT ROWID'"),
-		  1);
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v9'"), 0);
-	/* The next seq follows the largest one. */
 	exec(h, "INSERT INTO tasks (" TASK_MIN ") VALUES ('t-c', 'alpha', 'queued'" TASK_REST ")");
-	CHECK_INT(one_int(h, "SELECT seq FROM tasks WHERE id = 't-c'"), 10);
-	/* The references survived the rebuild: a reservation of no task, or a task of no team,
-	 * is refused. */
+	CHECK_INT(one_int(h, "SELECT seq FROM tasks WHERE id = 't-c'"), 12);
+	/* The team reference survived the rebuild: a task of no team is refused. */
 	exec(h, "PRAGMA foreign_keys = ON");
-	CHECK(sqlite3_exec(h, "INSERT INTO reservations (task_id, team, gpu_memory_mib, "
-			      "gpu_core_percent) VALUES ('t-none', 'alpha', 1, 1)",
-			   NULL, NULL, NULL) == SQLITE_CONSTRAINT);
 	CHECK(sqlite3_exec(h, "INSERT INTO tasks (" TASK_MIN ") VALUES ('t-d', 'nobody', "
 			      "'queued'" TASK_REST ")",
 			   NULL, NULL, NULL) == SQLITE_CONSTRAINT);
-	/* The indexes, and the plans that need them. */
+	/* The indexes, and the plans of the queries that need them: none scans the history. */
 	char p[1024];
-	plan(h, "SELECT task_id FROM reservations WHERE released = 0", p, sizeof p);
-	CHECKF(strstr(p, "reservations_unreleased") != NULL, "unreleased: %s", p);
-	plan(h, "SELECT t.id, r.released FROM tasks t LEFT JOIN reservations r ON r.task_id = "
-		"t.id WHERE t.id = 't-a'",
+	plan(h, "SELECT id FROM tasks WHERE released = 0", p, sizeof p);
+	CHECKF(strstr(p, "tasks_unreleased") != NULL, "unreleased: %s", p);
+	plan(h, "SELECT team, SUM(reserved_gpu_memory_mib) FROM tasks WHERE released = 0 GROUP "
+		"BY team",
 	     p, sizeof p);
-	CHECKF(strstr(p, "sqlite_autoindex_tasks") != NULL &&
-		       strstr(p, "PRIMARY KEY (task_id=?)") != NULL,
-	       "a task with its reservation: %s", p);
+	CHECKF(strstr(p, "tasks_unreleased") != NULL, "a team's holdings: %s", p);
+	plan(h, "SELECT id, team FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE released = "
+		"0) ORDER BY seq",
+	     p, sizeof p);
+	CHECKF(strstr(p, "tasks_unreleased") != NULL && strstr(p, "SCAN tasks; ") == NULL,
+	       "the holding tasks in order: %s", p);
+	plan(h, "SELECT task_id FROM reservations WHERE released = 0", p, sizeof p);
+	CHECKF(strstr(p, "tasks_unreleased") != NULL, "the view's unreleased: %s", p);
 	plan(h, "SELECT id FROM tasks WHERE team = 'alpha' ORDER BY seq DESC", p, sizeof p);
 	CHECKF(strstr(p, "tasks_team_seq") != NULL, "a team's list: %s", p);
 	sqlite3_close(h);
 }
 
-/* A version-8 file with a reservation of a task it does not hold: migration 9 would carry
- * the broken reference over, so the store refuses to open it, and the file stays at 8. */
+/* A version-8 file with a task of a team it does not hold: the migrations would carry the
+ * broken reference over, so the store refuses to open it, and the file stays at 8. */
 TEST(store_migration_with_a_broken_reference_is_not_committed)
 {
 	const char *db = h_path("broken.db");
 	sqlite3 *h = at_version(db, 8);
-	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
-		"  VALUES ('alpha', 10, 10, 1, 1);"
-		"INSERT INTO reservations (task_id, team, gpu_memory_mib, gpu_core_percent) VALUES"
-		"  ('t-gone', 'alpha', 1, 1);");
+	exec(h, "INSERT INTO tasks (" TASK_MIN ") VALUES ('t-a', 'ghost', 'queued'" TASK_REST ")");
 	sqlite3_close(h);
 	struct store *s = NULL;
 	char err[256];
 	CHECK_INT(store_open(&s, db, 10000, err, sizeof err), GWB_EDB);
-	CHECKF(strstr(err, "reservations") && strstr(err, "tasks"), "%s", err);
+	CHECKF(strstr(err, "tasks") && strstr(err, "teams"), "%s", err);
 	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
 	CHECK_INT(one_int(h, "PRAGMA user_version"), 8);
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = 'reservations' "
-			     "AND sql LIKE '%WITHOUT ROWID'"),
-		  0);
+			     "AND type = 'table'"),
+		  1);
 	sqlite3_close(h);
 }
