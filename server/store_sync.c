@@ -99,7 +99,8 @@ static void *sync_main(void *arg)
 			continue;
 		if (n <= 0)
 			break; /* the loop closed its end: stop */
-		struct sync_result r = {0, 0};
+		struct sync_result r;
+		memset(&r, 0, sizeof r); /* its padding too: the whole struct goes down the pipe */
 		int64_t t0 = mono_us();
 		r.err = wal_open(sy);
 		if (r.err == 0 && fdatasync(sy->wal_fd) < 0)

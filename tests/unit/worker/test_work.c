@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <valgrind/valgrind.h>
+
 #include "tests/harness/t.h"
 #include "worker/work.h"
 
@@ -35,8 +37,10 @@ TEST_T(work_duty_cycle_matches_the_share, 30)
 {
 	struct work_stats s = run(25, 1.0);
 	CHECK(s.elapsed_s >= 0.99 && s.elapsed_s < 1.3);
-	/* Wide bounds: a loaded test machine can only lower the share, never raise it much. */
-	CHECKF(s.cpu_share > 10 && s.cpu_share < 35, "25%% duty gave %.1f%%", s.cpu_share);
+	/* Wide bounds: a loaded test machine can only lower the share, never raise it much.
+	 * Under valgrind (make valgrind) the pauses cost CPU of their own: only the lower one. */
+	double most = RUNNING_ON_VALGRIND ? 100 : 35;
+	CHECKF(s.cpu_share > 10 && s.cpu_share < most, "25%% duty gave %.1f%%", s.cpu_share);
 	CHECK(s.products > 0);
 	s = run(0, 0.3);
 	CHECKF(s.cpu_share < 5, "0%% duty gave %.1f%%", s.cpu_share);
