@@ -4,10 +4,11 @@
  * given back to the C library when the thread exits. Bigger blocks are the C library's.
  *
  * For allocators that hand many such blocks out at once and take them back together: SQLite
- * (Debian builds it without its own lookaside lists) and libevent, whose buffers and headers
- * of a whole batch of deferred requests are live at the same time. glibc keeps only 7 freed
+ * (Debian builds it without its own lookaside lists), libevent, whose buffers and headers of
+ * a whole batch of deferred requests are live at the same time, and lib/alloc.h (jansson's
+ * values of each body among them; it counts its bytes itself). glibc keeps only 7 freed
  * blocks of a size at hand (tcache), so a batch of 64 falls through to its slower bins and
- * to consolidating them. Not for blocks that must be counted (lib/alloc.h counts its own). */
+ * to consolidating them. */
 #ifndef GWB_POOL_H
 #define GWB_POOL_H
 

@@ -203,7 +203,9 @@ static void rows_same(const struct task *a, const struct task *b)
 }
 
 /* The row a submission hands back is the row a read of the same task gives, inside the batch
- * and after its COMMIT, with and without a key. A replay leaves it alone. */
+ * and after its COMMIT, with and without a key. A replay leaves it alone. Both start as
+ * garbage: neither the new row (task_clear) nor a read writes a task's 12 KiB whole, and no
+ * field may be left as it was. */
 TEST(store_batch_submit_row_equals_the_row_read_back)
 {
 	const char *db = h_path("row.db");
@@ -216,6 +218,8 @@ TEST(store_batch_submit_row_equals_the_row_read_back)
 	struct task *row = gwb_malloc(sizeof *row), *back = gwb_malloc(sizeof *back);
 	t_defer(gwb_free, row);
 	t_defer(gwb_free, back);
+	memset(row, 0xa5, sizeof *row);
+	memset(back, 0x5a, sizeof *back);
 	struct submit_result r;
 	CHECK_INT(store_batch_begin(s), 0);
 	CHECK_INT(store_task_submit_row(s, &big, "key-1", "fp", 1234567, 100000, &r, row), 0);
