@@ -224,7 +224,6 @@ void http_sha256(const void *data, size_t n, unsigned char out[SHA256_DIGEST_LEN
 
 /* Authenticates the bearer token: the admin's, or a team's (looked up by its SHA-256). Returns
  * 1, or 0 after replying 401. */
-
 static int authenticate(struct req *r)
 {
 	const char *h = http_header(r, "Authorization");

@@ -83,10 +83,9 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
  * STATE (enum task_state). table "t" is tasks (a task's reservation is in its row since
  * migration 10). role: REQ (written by the submission), OBS (observed on the cluster: written
  * by store_task_observe with the state), RO (written elsewhere: the release, the cancel, the
- * store's own bookkeeping). This list
- * drives struct task, the store's SELECT and its column indexes, the submission's INSERT (REQ)
- * and the observation's UPDATE (OBS); adding a task field is one line here, a migration, and
- * its place in the API's view. */
+ * store's own bookkeeping). This list drives struct task, the store's SELECT and its column
+ * indexes, the submission's INSERT (REQ) and the observation's UPDATE (OBS); adding a task
+ * field is one line here, a migration, and its place in the API's view. */
 #define TASK_COLUMNS(X)                                                       \
 	X(INT, seq, "t", "seq", 0, RO)                                        \
 	X(TEXT, id, "t", "id", 32, REQ)                                       \
@@ -149,8 +148,8 @@ enum task_col {
 	TASK_NCOLS
 };
 
-/* Empties t: every text "", every number 0, no state. What memset would give where it
- * matters, without writing the texts' 12 KiB (a submission's new row is cleared for each). */
+/* Empties t: every text "", every number 0, no state (TASK_NONE), without writing the
+ * texts' 12 KiB as a memset would (a submission's new row is cleared for each). */
 void task_clear(struct task *t);
 
 /* Setters of an observation: each writes the field only when the value differs and then sets

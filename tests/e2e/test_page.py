@@ -394,9 +394,12 @@ def case_fragmentation(c):
     check(segs[a] != segs[b], "a and b drawn on different cards")
     nodes = c.stable(lambda: [k.get_attribute("data-node") for k in c.qq('[data-testid="device-card"]')])
     check(nodes == ["colima-gwb", "colima-gwb"], "the cards' node: %s" % nodes)
-    waiting = wait_for("the waiting task with its reason", lambda: c.qq(
-        '#devices .waiting li[data-task-id="%s"][data-kind="fragmentation"]' % cc))
-    check("fragmentation" in waiting[0].text, "the reason is written out: %r" % waiting[0].text)
+    # The list is redrawn on events: its text is read in the wait, which tries again when the
+    # element it found was replaced before its text was read.
+    sel = '#devices .waiting li[data-task-id="%s"][data-kind="fragmentation"]' % cc
+    text = wait_for("the waiting task with its reason",
+                    lambda: "".join(e.text for e in c.qq(sel)))
+    check("fragmentation" in text, "the reason is written out: %r" % text)
     c.shot("devices")
     for t in (a, b, cc):
         s.api("POST", "/v1/tasks/%s/cancel" % t)
