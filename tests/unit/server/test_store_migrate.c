@@ -80,6 +80,14 @@ static void plan(sqlite3 *h, const char *sql, char *out, size_t len)
 	sqlite3_finalize(st);
 }
 
+/* sql's plan uses the index named. */
+static void plan_uses(sqlite3 *h, const char *sql, const char *index)
+{
+	char p[1024];
+	plan(h, sql, p, sizeof p);
+	CHECKF(strstr(p, index) != NULL, "%s: %s", sql, p);
+}
+
 TEST(store_migration_8_keeps_ids_and_uses_one_state_index)
 {
 	const char *db = h_path("v7.db");
@@ -130,15 +138,13 @@ TEST(store_migration_8_keeps_ids_and_uses_one_state_index)
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
 			     "('tasks_state_team', 'outbox_unpublished', 'task_events_task')"),
 		  3);
-	char p[1024];
-	plan(h, "SELECT id FROM tasks WHERE state IN ('queued', 'running')", p, sizeof p);
-	CHECKF(strstr(p, "tasks_state_team") != NULL, "by state: %s", p);
-	plan(h, "SELECT COUNT(*) FROM tasks WHERE team = 'alpha' AND state IN ('queued', "
-		"'running')",
-	     p, sizeof p);
-	CHECKF(strstr(p, "tasks_state_team") != NULL, "by team and state: %s", p);
-	plan(h, "SELECT id FROM outbox WHERE published_at IS NULL ORDER BY id", p, sizeof p);
-	CHECKF(strstr(p, "outbox_unpublished") != NULL, "unpublished: %s", p);
+	plan_uses(h, "SELECT id FROM tasks WHERE state IN ('queued', 'running')",
+		  "tasks_state_team");
+	plan_uses(h, "SELECT COUNT(*) FROM tasks WHERE team = 'alpha' AND state IN ('queued', "
+		     "'running')",
+		  "tasks_state_team");
+	plan_uses(h, "SELECT id FROM outbox WHERE published_at IS NULL ORDER BY id",
+		  "outbox_unpublished");
 	sqlite3_close(h);
 }
 
@@ -246,22 +252,19 @@ TEST(store_migrations_9_and_10_keep_tasks_and_move_reservations_into_them)
 			      "'queued'" TASK_REST ")",
 			   NULL, NULL, NULL) == SQLITE_CONSTRAINT);
 	/* The indexes, and the plans of the queries that need them: none scans the history. */
+	plan_uses(h, "SELECT id FROM tasks WHERE released = 0", "tasks_unreleased");
+	plan_uses(h, "SELECT team, SUM(reserved_gpu_memory_mib) FROM tasks WHERE released = 0 "
+		     "GROUP BY team",
+		  "tasks_unreleased");
 	char p[1024];
-	plan(h, "SELECT id FROM tasks WHERE released = 0", p, sizeof p);
-	CHECKF(strstr(p, "tasks_unreleased") != NULL, "unreleased: %s", p);
-	plan(h, "SELECT team, SUM(reserved_gpu_memory_mib) FROM tasks WHERE released = 0 GROUP "
-		"BY team",
-	     p, sizeof p);
-	CHECKF(strstr(p, "tasks_unreleased") != NULL, "a team's holdings: %s", p);
 	plan(h, "SELECT id, team FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE released = "
 		"0) ORDER BY seq",
 	     p, sizeof p);
 	CHECKF(strstr(p, "tasks_unreleased") != NULL && strstr(p, "SCAN tasks; ") == NULL,
 	       "the holding tasks in order: %s", p);
-	plan(h, "SELECT task_id FROM reservations WHERE released = 0", p, sizeof p);
-	CHECKF(strstr(p, "tasks_unreleased") != NULL, "the view's unreleased: %s", p);
-	plan(h, "SELECT id FROM tasks WHERE team = 'alpha' ORDER BY seq DESC", p, sizeof p);
-	CHECKF(strstr(p, "tasks_team_seq") != NULL, "a team's list: %s", p);
+	plan_uses(h, "SELECT task_id FROM reservations WHERE released = 0", "tasks_unreleased");
+	plan_uses(h, "SELECT id FROM tasks WHERE team = 'alpha' ORDER BY seq DESC",
+		  "tasks_team_seq");
 	sqlite3_close(h);
 }
 
