@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/log.h"
 #include "lib/alloc.h"
 #include "lib/err.h"
+#include "lib/log.h"
 #include "server/store.h"
 #include "server/store_internal.h"
 #include "tests/harness/harness.h"
