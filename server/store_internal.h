@@ -183,6 +183,10 @@ int store_state_check(const char *id, enum task_state from, enum task_state to);
  * none in without (task_states_json), for "state IN (SELECT value FROM json_each(?))": the
  * SQL lists of states come from the lifecycle table, never written by hand. */
 void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned without);
+/* Adds mem and core (negative: a release) to the team's reserved totals, team bound without
+ * a copy (it must outlive the call). 0 or the UPDATE's error. */
+int store_team_reserve(struct store *s, const char *team, int64_t mem, int64_t core,
+		       int64_t now_ms);
 /* Writes what the open batch's submissions reserved for their team (store_task_submit_row)
  * to its row: 0, or the error of the UPDATE. Nothing when there is nothing to write. */
 int store_team_flush(struct store *s);

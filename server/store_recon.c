@@ -147,17 +147,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	gwb_free(ev);
 	if (rc)
 		goto out;
-	st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib - ?, "
-			   "reserved_core_pct = reserved_core_pct - ?, updated_at = ? WHERE name = ?");
-	if (!st) {
-		rc = GWB_EDB;
-		goto out;
-	}
-	sqlite3_bind_int64(st, 1, mem);
-	sqlite3_bind_int64(st, 2, core);
-	sqlite3_bind_int64(st, 3, now_ms);
-	store_bind_text(st, 4, team);
-	if ((rc = store_step_done(s, st)))
+	if ((rc = store_team_reserve(s, team, -mem, -core, now_ms)))
 		goto out;
 	if (final_state != TASK_NONE && final_state != state) {
 		if ((rc = store_state_check(id, state, final_state)))

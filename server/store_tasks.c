@@ -59,9 +59,8 @@ static int team_select(struct store *s, const char *team, int64_t v[4])
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
 
-/* Adds mem and core to the team's reserved totals. 0 or the UPDATE's error. */
-static int team_reserve(struct store *s, const char *team, int64_t mem, int64_t core,
-			int64_t now_ms)
+int store_team_reserve(struct store *s, const char *team, int64_t mem, int64_t core,
+		       int64_t now_ms)
 {
 	sqlite3_stmt *st = store_stmt(s, "UPDATE teams SET reserved_mem_mib = reserved_mem_mib + ?, "
 					 "reserved_core_pct = reserved_core_pct + ?, updated_at = ? "
@@ -80,7 +79,7 @@ int store_team_flush(struct store *s)
 	struct store_team_pend *p = &s->tp;
 	if (!p->read || (!p->add_mem && !p->add_core))
 		return 0;
-	int rc = team_reserve(s, p->team, p->add_mem, p->add_core, p->updated_at);
+	int rc = store_team_reserve(s, p->team, p->add_mem, p->add_core, p->updated_at);
 	if (rc == 0) {
 		/* Written: the row now holds them (and the hook marked the read stale). */
 		p->add_mem = p->add_core = 0;
@@ -164,7 +163,8 @@ static int copy_text(char *dst, size_t len, const char *src)
 
 /* The new task as a row: the request's columns (role REQ in TASK_COLUMNS), queued. Returns 0,
  * or GWB_EINVAL when a text does not fit its column (the API's limits keep it from happening). */
-static int new_task(struct task *t, const struct task_req *req, const char *key, int64_t now_ms)
+static int new_task(struct task *t, const struct task_req *req, const char *key,
+		    const struct submit_result *res, int64_t now_ms)
 {
 	task_clear(t);
 	t->state = TASK_QUEUED;
@@ -172,8 +172,8 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 	t->gpu_core_percent = req->gpu_core_percent;
 	t->gpu_count = req->gpu_count;
 	t->duration_seconds = req->duration_seconds;
-	t->reserved_mem_mib = req->gpu_memory_mib * req->gpu_count;
-	t->reserved_core_percent = req->gpu_core_percent * req->gpu_count;
+	t->reserved_mem_mib = res->req_mem;
+	t->reserved_core_percent = res->req_core;
 	t->created_at = now_ms;
 	t->updated_at = now_ms;
 	int cut = 0;
@@ -188,9 +188,10 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 /* Inserts the task row with a fresh id (retrying on the unlikely id collision); t receives
  * the row as inserted (its seq too). */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
-		       int64_t now_ms, char id[16], struct task *t)
+		       const struct submit_result *res, int64_t now_ms, char id[16],
+		       struct task *t)
 {
-	int rc = new_task(t, req, key, now_ms);
+	int rc = new_task(t, req, key, res, now_ms);
 	for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
 		store_new_task_id(id);
 		copy_text(t->id, sizeof t->id, id); /* 14 characters */
@@ -223,11 +224,11 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 			 struct submit_result *res, struct task *t)
 {
 	char id[16];
-	int rc = insert_task(s, req, key, now_ms, id, t);
+	int rc = insert_task(s, req, key, res, now_ms, id, t);
 	if (rc)
 		return rc;
 	copy_text(res->task_id, sizeof res->task_id, id);
-	/* The row holds its reservation (new_task: res->req_mem and req_core), unreleased. */
+	/* The row holds its reservation (res->req_mem and req_core), unreleased. */
 	t->loaded_state = t->state;
 	sqlite3_stmt *st;
 
@@ -237,7 +238,7 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 		s->tp.add_mem += res->req_mem;
 		s->tp.add_core += res->req_core;
 		s->tp.updated_at = now_ms;
-	} else if ((rc = team_reserve(s, req->team, res->req_mem, res->req_core, now_ms))) {
+	} else if ((rc = store_team_reserve(s, req->team, res->req_mem, res->req_core, now_ms))) {
 		return rc;
 	}
 
