@@ -3,9 +3,10 @@
  * concurrency, which costs the HTTP path but no store transaction — at 8 and at 64 kept-alive
  * connections driven by one closed-loop client (poll, one request in flight per connection).
  * The targets of issue 11: at 64 connections submissions/s >= 0.5 x the /healthz rate (in
- * three rounds of the pair, the median taken) and p99 <= 10 ms; at 8 connections >= 2,750/s. After the runs the server is killed with SIGKILL and
- * every acknowledged task is counted in the database. Also the server's resident memory, and
- * the instructions per request of the same load in a server run under callgrind. */
+ * three rounds of the pair, the median taken) and p99 <= 10 ms; at 8 connections >= 2,750/s.
+ * After the runs the server is killed with SIGKILL and every acknowledged task is counted in
+ * the database. Also the server's resident memory, and the instructions per request of the
+ * same load in a server run under callgrind. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
