@@ -127,16 +127,37 @@ void jw_key(struct jw *w, const char *key)
 	w->len += (size_t)(p - start);
 }
 
+/* 1 for the bytes a string may hold as they are: printable ASCII (0x20-0x7e) but '"' (0x22)
+ * and '\\' (0x5c). A row per 16 bytes. */
+static const unsigned char plain_byte[256] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 void jw_str(struct jw *w, const char *s)
 {
 	value_start(w);
 	/* Printable ASCII with neither '"' nor '\\' (ids, names, states, times) is valid UTF-8
 	 * and needs no escape: copied as it is, quoted. */
-	size_t n = 0;
-	int plain = 1;
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++, n++)
-		plain &= *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\';
-	if (plain) {
+	const unsigned char *end = (const unsigned char *)s;
+	while (plain_byte[*end])
+		end++;
+	size_t n = (size_t)(end - (const unsigned char *)s);
+	if (!*end) {
 		char *p = room(w, n + 2);
 		p[0] = '"';
 		memcpy(p + 1, s, n);
@@ -144,6 +165,7 @@ void jw_str(struct jw *w, const char *s)
 		w->len += n + 2;
 		return;
 	}
+	n += strlen((const char *)end);
 	if (!jx_utf8_valid(s, n, NULL)) {
 		w->failed = 1;
 		put(w, "null", 4);
