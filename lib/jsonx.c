@@ -1,6 +1,7 @@
 /* Strict JSON parsing and typed field readers. */
 #include "lib/jsonx.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,71 +74,69 @@ static long plain_string(const char *p, const char *end, const char **after)
 	return (long)(q - p);
 }
 
-/* The common body, a flat object whose values are plain strings (plain_string), integers of
- * at most 18 digits (no sign, no leading zero), true, false or null, parsed without jansson's
- * general parser into the value json_loadb would return. NULL for anything else (a nested
- * value, an escape, a duplicate key, a syntax error...): the caller then parses it with
- * json_loadb, which gives the same value or the error it always gave. */
-static json_t *flat_object(const char *buf, size_t len)
+/* Calls fn for each member of buf as a flat object: keys of at most 63 bytes and values that
+ * are plain strings (plain_string), integers of at most 18 digits (no sign, no leading zero),
+ * true, false or null. 0 when the whole text is such an object and every call returned 0;
+ * -1 for anything else (a nested value, an escape, a syntax error...), which the caller
+ * hands to json_loadb: it gives the same values, or the error it always gave. */
+typedef int (*flat_member_fn)(void *arg, const char *key, size_t keylen, const struct jx_val *v);
+
+static int flat_scan(const char *buf, size_t len, flat_member_fn fn, void *arg)
 {
 	const char *p = buf, *end = buf + len;
 	p = skip_ws(p, end);
 	if (p >= end || *p != '{')
-		return NULL;
-	json_t *o = json_object();
-	if (!o)
-		return NULL;
+		return -1;
 	p = skip_ws(p + 1, end);
 	if (p < end && *p == '}')
 		goto close;
 	for (;;) {
 		if (p >= end || *p != '"')
-			goto other;
+			return -1;
 		const char *after;
 		long kn = plain_string(p, end, &after);
-		char key[64];
-		if (kn < 0 || kn >= (long)sizeof key)
-			goto other;
-		memcpy(key, p + 1, (size_t)kn);
-		key[kn] = '\0';
-		if (json_object_get(o, key))
-			goto other; /* a duplicate: json_loadb's error */
+		if (kn < 0 || kn > 63)
+			return -1;
+		const char *key = p + 1;
 		p = skip_ws(after, end);
 		if (p >= end || *p != ':')
-			goto other;
+			return -1;
 		p = skip_ws(p + 1, end);
-		json_t *v = NULL;
+		struct jx_val v = { .kind = JX_ABSENT };
 		if (p < end && *p == '"') {
 			long vn = plain_string(p, end, &after);
 			if (vn < 0)
-				goto other;
-			v = json_stringn_nocheck(p + 1, (size_t)vn);
+				return -1;
+			v.kind = JX_STRING;
+			v.s = p + 1;
+			v.n = (size_t)vn;
 			p = after;
 		} else if (p < end && *p >= '0' && *p <= '9') {
 			const char *q = p;
-			json_int_t n = 0;
+			int64_t n = 0;
 			while (q < end && *q >= '0' && *q <= '9' && q - p < 18)
 				n = n * 10 + (*q++ - '0');
 			/* A 19th digit, a fraction or an exponent: json_loadb's to read. */
 			if ((*p == '0' && q - p > 1) ||
 			    (q < end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
-				goto other;
-			v = json_integer(n);
+				return -1;
+			v.kind = JX_INTEGER;
+			v.i = n;
 			p = q;
 		} else if (end - p >= 4 && memcmp(p, "true", 4) == 0) {
-			v = json_true();
+			v.kind = JX_TRUE;
 			p += 4;
 		} else if (end - p >= 5 && memcmp(p, "false", 5) == 0) {
-			v = json_false();
+			v.kind = JX_FALSE;
 			p += 5;
 		} else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
-			v = json_null();
+			v.kind = JX_NULL;
 			p += 4;
 		} else {
-			goto other;
+			return -1;
 		}
-		if (!v || json_object_set_new_nocheck(o, key, v) != 0)
-			goto other;
+		if (fn(arg, key, (size_t)kn, &v) != 0)
+			return -1;
 		p = skip_ws(p, end);
 		if (p < end && *p == ',') {
 			p = skip_ws(p + 1, end);
@@ -145,15 +144,77 @@ static json_t *flat_object(const char *buf, size_t len)
 		}
 		if (p < end && *p == '}')
 			break;
-		goto other;
+		return -1;
 	}
 close:
 	p = skip_ws(p + 1, end);
-	if (p == end)
+	return p == end ? 0 : -1;
+}
+
+/* flat_scan's member into the object arg: -1 for a duplicate key (json_loadb's error). */
+static int object_member(void *arg, const char *k, size_t kn, const struct jx_val *v)
+{
+	json_t *o = arg;
+	char key[64];
+	memcpy(key, k, kn);
+	key[kn] = '\0';
+	if (json_object_get(o, key))
+		return -1;
+	json_t *jv = v->kind == JX_STRING    ? json_stringn_nocheck(v->s, v->n)
+		     : v->kind == JX_INTEGER ? json_integer(v->i)
+		     : v->kind == JX_TRUE    ? json_true()
+		     : v->kind == JX_FALSE   ? json_false()
+					     : json_null();
+	return jv && json_object_set_new_nocheck(o, key, jv) == 0 ? 0 : -1;
+}
+
+/* The common body, a flat object (flat_scan), into the value json_loadb would return; NULL
+ * for anything else. */
+static json_t *flat_object(const char *buf, size_t len)
+{
+	json_t *o = json_object();
+	if (o && flat_scan(buf, len, object_member, o) == 0)
 		return o;
-other:
 	json_decref(o);
 	return NULL;
+}
+
+struct flat_fields {
+	const char *const *fields;
+	struct jx_val *vals;
+};
+
+/* flat_scan's member into its field's value: -1 for a key not in the list, or one seen
+ * before. */
+static int field_member(void *arg, const char *key, size_t kn, const struct jx_val *v)
+{
+	struct flat_fields *ff = arg;
+	for (int i = 0; ff->fields[i]; i++) {
+		if (strncmp(ff->fields[i], key, kn) != 0 || ff->fields[i][kn] != '\0')
+			continue;
+		if (ff->vals[i].kind != JX_ABSENT)
+			return -1;
+		ff->vals[i] = *v;
+		return 0;
+	}
+	return -1;
+}
+
+int jx_flat_read(char *buf, size_t len, const char *const *fields, struct jx_val *vals)
+{
+	int n = 0;
+	while (fields[n])
+		n++;
+	for (int i = 0; i < n; i++)
+		vals[i].kind = JX_ABSENT;
+	struct flat_fields ff = { fields, vals };
+	if (flat_scan(buf, len, field_member, &ff) != 0)
+		return -1;
+	/* Each string ends where its closing quote was: a C string inside buf. */
+	for (int i = 0; i < n; i++)
+		if (vals[i].kind == JX_STRING)
+			buf[vals[i].s - buf + (ptrdiff_t)vals[i].n] = '\0';
+	return 0;
 }
 
 json_t *jx_parse(const char *buf, size_t len, struct jx_parse_err *e)
@@ -207,65 +268,97 @@ int jx_only_keys(const json_t *obj, const char *const *allowed, struct jx_err *e
 	return 0;
 }
 
-int jx_int(const json_t *obj, const char *key, int required, int64_t def, int64_t min, int64_t max,
-	   int64_t *out, struct jx_err *e)
+struct jx_val jx_member(const json_t *obj, const char *key)
 {
-	json_t *v = json_object_get(obj, key);
+	const json_t *v = json_object_get(obj, key);
+	struct jx_val out = { .kind = JX_ABSENT };
+	switch (v ? json_typeof(v) : JSON_NULL) {
+	case JSON_STRING:
+		out.kind = JX_STRING;
+		out.s = json_string_value(v);
+		out.n = json_string_length(v);
+		break;
+	case JSON_INTEGER:
+		out.kind = JX_INTEGER;
+		out.i = json_integer_value(v);
+		break;
+	case JSON_TRUE:
+		out.kind = JX_TRUE;
+		break;
+	case JSON_FALSE:
+		out.kind = JX_FALSE;
+		break;
+	case JSON_NULL:
+		out.kind = v ? JX_NULL : JX_ABSENT;
+		break;
+	default:
+		out.kind = JX_OTHER;
+	}
+	return out;
+}
+
+int jx_int_val(const struct jx_val *v, const char *key, int required, int64_t def, int64_t min,
+	       int64_t max, int64_t *out, struct jx_err *e)
+{
 	char rule[160];
-	if (!v) {
+	if (v->kind == JX_ABSENT) {
 		if (required)
 			return fail(e, key, "required");
 		*out = def;
 		return 0;
 	}
-	if (!json_is_integer(v)) {
+	if (v->kind != JX_INTEGER) {
 		snprintf(rule, sizeof rule, "must be an integer from %lld to %lld", (long long)min,
 			 (long long)max);
 		return fail(e, key, rule);
 	}
-	json_int_t i = json_integer_value(v);
-	if (i < min || i > max) {
+	if (v->i < min || v->i > max) {
 		snprintf(rule, sizeof rule, "must be from %lld to %lld", (long long)min,
 			 (long long)max);
 		return fail(e, key, rule);
 	}
-	*out = i;
+	*out = v->i;
 	return 0;
 }
 
-int jx_str(const json_t *obj, const char *key, int required, const char *def, size_t minlen,
-	   size_t maxlen, const char **out, struct jx_err *e)
+int jx_str_val(const struct jx_val *v, const char *key, int required, const char *def,
+	       size_t minlen, size_t maxlen, const char **out, struct jx_err *e)
 {
-	json_t *v = json_object_get(obj, key);
 	char rule[160];
-	if (!v) {
+	if (v->kind == JX_ABSENT) {
 		if (required)
 			return fail(e, key, "required");
 		*out = def;
 		return 0;
 	}
-	if (!json_is_string(v))
+	if (v->kind != JX_STRING)
 		return fail(e, key, "must be a string");
-	size_t n = json_string_length(v);
-	if (n < minlen || n > maxlen) {
+	if (v->n < minlen || v->n > maxlen) {
 		snprintf(rule, sizeof rule, "length must be from %zu to %zu bytes", minlen, maxlen);
 		return fail(e, key, rule);
 	}
-	if (memchr(json_string_value(v), '\0', n))
+	if (memchr(v->s, '\0', v->n))
 		return fail(e, key, "must not contain NUL");
-	*out = json_string_value(v);
+	*out = v->s;
 	return 0;
 }
 
-int jx_enum(const json_t *obj, const char *key, int required, const char *const *values,
-	    const char *def, const char **out, struct jx_err *e)
+int jx_enum_val(const struct jx_val *v, const char *key, int required,
+		const char *const *values, const char *def, const char **out, struct jx_err *e)
 {
-	json_t *v = json_object_get(obj, key);
-	if (!v) {
+	if (v->kind == JX_ABSENT) {
 		if (required)
 			return fail(e, key, "required");
 		*out = def;
 		return 0;
+	}
+	if (v->kind == JX_STRING) {
+		for (const char *const *a = values; *a; a++) {
+			if (strlen(*a) == v->n && memcmp(*a, v->s, v->n) == 0) {
+				*out = *a;
+				return 0;
+			}
+		}
 	}
 	char rule[192] = "must be one of:";
 	size_t used = strlen(rule);
@@ -274,15 +367,28 @@ int jx_enum(const json_t *obj, const char *key, int required, const char *const 
 		if (n > 0 && (size_t)n < sizeof rule - used)
 			used += (size_t)n;
 	}
-	if (!json_is_string(v))
-		return fail(e, key, rule);
-	for (const char *const *a = values; *a; a++) {
-		if (strcmp(*a, json_string_value(v)) == 0) {
-			*out = *a;
-			return 0;
-		}
-	}
 	return fail(e, key, rule);
+}
+
+int jx_int(const json_t *obj, const char *key, int required, int64_t def, int64_t min, int64_t max,
+	   int64_t *out, struct jx_err *e)
+{
+	struct jx_val v = jx_member(obj, key);
+	return jx_int_val(&v, key, required, def, min, max, out, e);
+}
+
+int jx_str(const json_t *obj, const char *key, int required, const char *def, size_t minlen,
+	   size_t maxlen, const char **out, struct jx_err *e)
+{
+	struct jx_val v = jx_member(obj, key);
+	return jx_str_val(&v, key, required, def, minlen, maxlen, out, e);
+}
+
+int jx_enum(const json_t *obj, const char *key, int required, const char *const *values,
+	    const char *def, const char **out, struct jx_err *e)
+{
+	struct jx_val v = jx_member(obj, key);
+	return jx_enum_val(&v, key, required, values, def, out, e);
 }
 
 char *jx_dump(const json_t *v)

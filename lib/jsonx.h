@@ -31,6 +31,35 @@ json_t *jx_parse(const char *buf, size_t len, struct jx_parse_err *e);
  * surrogates, nothing above U+10FFFF); otherwise 0 and *bad_offset (if not NULL). */
 int jx_utf8_valid(const char *buf, size_t len, size_t *bad_offset);
 
+/* One member's value as the field readers see it: from a parsed object (jx_member) or read
+ * straight from the text (jx_flat_read). */
+enum jx_kind { JX_ABSENT, JX_STRING, JX_INTEGER, JX_TRUE, JX_FALSE, JX_NULL, JX_OTHER };
+struct jx_val {
+	enum jx_kind kind; /* JX_OTHER: a real, an object or an array */
+	const char *s;     /* JX_STRING: n bytes, NUL-terminated */
+	size_t n;
+	int64_t i; /* JX_INTEGER */
+};
+
+/* obj's member key (borrowed from obj). */
+struct jx_val jx_member(const json_t *obj, const char *key);
+
+/* The common body read without building it: when buf[0..len) is a flat object (no nesting)
+ * whose values are strings of printable ASCII without escapes, integers of at most 18
+ * digits, true, false or null, and whose keys are all in fields (NULL-terminated), each at
+ * most once, fills vals[i] for fields[i] (JX_ABSENT when missing), ends each string value
+ * with a NUL in buf, where its closing quote was, and returns 0. Anything else: -1, buf
+ * unchanged; jx_parse and jx_member then give the same values, or the error to answer. */
+int jx_flat_read(char *buf, size_t len, const char *const *fields, struct jx_val *vals);
+
+/* The field readers below, on a value: the same rules and errors. */
+int jx_int_val(const struct jx_val *v, const char *key, int required, int64_t def, int64_t min,
+	       int64_t max, int64_t *out, struct jx_err *e);
+int jx_str_val(const struct jx_val *v, const char *key, int required, const char *def,
+	       size_t minlen, size_t maxlen, const char **out, struct jx_err *e);
+int jx_enum_val(const struct jx_val *v, const char *key, int required,
+		const char *const *values, const char *def, const char **out, struct jx_err *e);
+
 /* Rejects any key of obj that is not in allowed (NULL-terminated). 0, or GWB_EINVAL with *e. */
 int jx_only_keys(const json_t *obj, const char *const *allowed, struct jx_err *e);
 

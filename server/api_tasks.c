@@ -22,14 +22,25 @@
 #define CORE_PCT_MAX 100
 #define COUNT_MAX 8
 #define DURATION_MAX 86400
+#define TEAM_MAX_BYTES 63
 #define NAME_MAX_BYTES 128
 #define KEY_MAX_BYTES 128
 #define LIST_LIMIT_MAX 500
 #define LIST_LIMIT_DEFAULT 50
 
-static const char *const submit_fields[] = { "team", "name", "gpu_memory_mib", "gpu_core_percent",
-					     "gpu_count", "duration_seconds", "qos", "experiment",
-					     NULL };
+/* A submission's fields, in the order of submit_fields. */
+enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_N };
+static const char *const submit_fields[F_N + 1] = {
+	[F_TEAM] = "team",
+	[F_NAME] = "name",
+	[F_MEM] = "gpu_memory_mib",
+	[F_CORE] = "gpu_core_percent",
+	[F_COUNT] = "gpu_count",
+	[F_DURATION] = "duration_seconds",
+	[F_QOS] = "qos",
+	[F_EXPERIMENT] = "experiment",
+	[F_N] = NULL,
+};
 static const char *const qos_values[] = { "LS", "BE", NULL };
 static const char *const experiment_values[] = { "normal", "overlimit", NULL };
 
@@ -76,19 +87,45 @@ static int valid_key(const char *k)
 	return 1;
 }
 
-/* Validates the body into req. Returns 0, or -1 after replying 400. */
-static int parse_submission(struct req *r, const json_t *body, struct task_req *req)
+/* The body's fields into v: read straight from the text when it is a flat object of plain
+ * values (nearly every submission), otherwise from the parsed object, left in *body for the
+ * caller to free (its strings are v's). Returns 0, or -1 after replying 415 or 400. */
+static int submission_fields(struct req *r, struct jx_val v[F_N], json_t **body)
+{
+	*body = NULL;
+	if (jx_flat_read(r->body, r->body_len, submit_fields, v) == 0)
+		return http_json_type_ok(r) ? 0 : -1;
+	json_t *o = http_json_body(r);
+	if (!o)
+		return -1;
+	struct jx_err e;
+	if (jx_only_keys(o, submit_fields, &e)) {
+		http_reply_invalid_field(r, e.field, e.rule);
+		json_decref(o);
+		return -1;
+	}
+	for (int i = 0; i < F_N; i++)
+		v[i] = jx_member(o, submit_fields[i]);
+	*body = o;
+	return 0;
+}
+
+/* Validates the fields into req (its strings are v's). Returns 0, or -1 after replying 400. */
+static int parse_submission(struct req *r, const struct jx_val v[F_N], struct task_req *req)
 {
 	struct jx_err e;
-	if (jx_only_keys(body, submit_fields, &e) ||
-	    jx_str(body, "team", 1, NULL, 1, 63, &req->team, &e) ||
-	    jx_str(body, "name", 0, "task", 1, NAME_MAX_BYTES, &req->name, &e) ||
-	    jx_int(body, "gpu_memory_mib", 1, 0, 1, MEM_MIB_MAX, &req->gpu_memory_mib, &e) ||
-	    jx_int(body, "gpu_core_percent", 1, 0, 1, CORE_PCT_MAX, &req->gpu_core_percent, &e) ||
-	    jx_int(body, "gpu_count", 0, 1, 1, COUNT_MAX, &req->gpu_count, &e) ||
-	    jx_int(body, "duration_seconds", 0, 60, 1, DURATION_MAX, &req->duration_seconds, &e) ||
-	    jx_enum(body, "qos", 0, qos_values, "LS", &req->qos, &e) ||
-	    jx_enum(body, "experiment", 0, experiment_values, "normal", &req->experiment, &e)) {
+	if (jx_str_val(&v[F_TEAM], "team", 1, NULL, 1, TEAM_MAX_BYTES, &req->team, &e) ||
+	    jx_str_val(&v[F_NAME], "name", 0, "task", 1, NAME_MAX_BYTES, &req->name, &e) ||
+	    jx_int_val(&v[F_MEM], "gpu_memory_mib", 1, 0, 1, MEM_MIB_MAX, &req->gpu_memory_mib,
+		       &e) ||
+	    jx_int_val(&v[F_CORE], "gpu_core_percent", 1, 0, 1, CORE_PCT_MAX,
+		       &req->gpu_core_percent, &e) ||
+	    jx_int_val(&v[F_COUNT], "gpu_count", 0, 1, 1, COUNT_MAX, &req->gpu_count, &e) ||
+	    jx_int_val(&v[F_DURATION], "duration_seconds", 0, 60, 1, DURATION_MAX,
+		       &req->duration_seconds, &e) ||
+	    jx_enum_val(&v[F_QOS], "qos", 0, qos_values, "LS", &req->qos, &e) ||
+	    jx_enum_val(&v[F_EXPERIMENT], "experiment", 0, experiment_values, "normal",
+			&req->experiment, &e)) {
 		http_reply_invalid_field(r, e.field, e.rule);
 		return -1;
 	}
@@ -271,13 +308,15 @@ static void dry_run(struct req *r, const struct task_req *q)
 					  "placement", placement, "basis", basis));
 }
 
-/* A submission waiting for the group commit: the parsed body (q's strings point into it) and
- * the decision, once made: for a new task, the row as inserted, shaped for the 201. */
+/* A submission waiting for the group commit: its request (q's team and name are the copies
+ * here) and the decision, once made: for a new task, the row as inserted, shaped for the
+ * 201. */
 struct submit_ctx {
 	struct submit_ctx *next_spare;
 	struct api_ctx *api;
-	json_t *body;
 	struct task_req q;
+	char team[TEAM_MAX_BYTES + 1]; /* parse_submission holds them to these lengths */
+	char name[NAME_MAX_BYTES + 1];
 	char key[KEY_MAX_BYTES + 1];
 	int has_key;
 	char fp[65];
@@ -371,8 +410,6 @@ static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
 	struct api_ctx *api = c->api;
-	json_decref(c->body);
-	c->body = NULL;
 	if (api->nsubmit_spare >= SUBMIT_SPARE_MAX)
 		return submit_free(c);
 	c->next_spare = api->submit_spare;
@@ -403,11 +440,12 @@ void api_tasks_submit(struct req *r)
 	if (key && !valid_key(key))
 		return http_reply_invalid_field(r, "Idempotency-Key",
 						"must be 1 to 128 visible ASCII characters");
-	json_t *body = http_json_body(r);
-	if (!body)
+	struct jx_val v[F_N];
+	json_t *body;
+	if (submission_fields(r, v, &body) < 0)
 		return;
 	struct task_req q;
-	if (parse_submission(r, body, &q) < 0)
+	if (parse_submission(r, v, &q) < 0)
 		goto out;
 	if (!http_may_act_on(r, q.team))
 		goto out;
@@ -415,11 +453,14 @@ void api_tasks_submit(struct req *r)
 		dry_run(r, &q); /* consumes no Idempotency-Key and writes nothing */
 		goto out;
 	}
-	/* The decision waits for this loop turn's group commit; the context takes the body. */
+	/* The decision waits for this loop turn's group commit, with its own copy of the texts
+	 * (the body is freed when this returns). */
 	struct submit_ctx *c = submit_ctx_new(r->api);
-	c->body = body;
-	body = NULL;
 	c->q = q;
+	memcpy(c->team, q.team, strlen(q.team) + 1);
+	memcpy(c->name, q.name, strlen(q.name) + 1);
+	c->q.team = c->team;
+	c->q.name = c->name;
 	if (key) {
 		snprintf(c->key, sizeof c->key, "%s", key); /* valid_key: at most 128 bytes */
 		c->has_key = 1;

@@ -146,7 +146,7 @@ void http_reply_invalid_field(struct req *r, const char *field, const char *rule
 			 json_pack("{s:s, s:s}", "field", field, "rule", rule));
 }
 
-json_t *http_json_body(struct req *r)
+int http_json_type_ok(struct req *r)
 {
 	const char *ct = http_header(r, "Content-Type");
 	size_t n = ct ? strcspn(ct, ";") : 0;
@@ -156,8 +156,15 @@ json_t *http_json_body(struct req *r)
 		http_reply_error(r, 415, "unsupported_media_type",
 				 "the body must be sent as Content-Type: application/json",
 				 json_pack("{s:s?}", "content_type", ct));
-		return NULL;
+		return 0;
 	}
+	return 1;
+}
+
+json_t *http_json_body(struct req *r)
+{
+	if (!http_json_type_ok(r))
+		return NULL;
 	struct jx_parse_err pe;
 	json_t *v = jx_parse(r->body, r->body_len, &pe);
 	if (!v) {

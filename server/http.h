@@ -169,6 +169,9 @@ void http_sha256(const void *data, size_t n, unsigned char out[32]);
  * with the position) and requires an object. Returns the object (caller owns it), or NULL after
  * replying. */
 json_t *http_json_body(struct req *r);
+/* http_json_body's first check alone: 1 when the body is sent as application/json, otherwise
+ * 0 after replying 415. */
+int http_json_type_ok(struct req *r);
 /* 1 when the caller may act on team's resources (the admin, or that team's token); otherwise
  * replies 403 and returns 0. */
 int http_may_act_on(struct req *r, const char *team);

@@ -135,6 +135,42 @@ TEST(api_submit_then_get_shows_reservation_and_unknown_usage)
 	h_server_stop(&s);
 }
 
+/* A body read straight from its text and one that needs jansson (escapes) give the same
+ * task: every field taken, defaults where one is missing. */
+TEST(api_submit_body_with_escapes_reads_as_a_plain_one)
+{
+	struct h_server s;
+	start(&s, 10240, 400);
+	static const char *const bodies[] = {
+		"{\"team\":\"alpha\",\"name\":\"caf\xc3\xa9 \\\"x\\\"\",\"gpu_memory_mib\":512,"
+		"\"gpu_core_percent\":10,\"gpu_count\":2,\"duration_seconds\":90,\"qos\":\"BE\","
+		"\"experiment\":\"overlimit\"}",
+		"{\"team\":\"alpha\",\"name\":\"caf\\u00e9 \\\"x\\\"\",\"gpu_memory_mib\":512,"
+		"\"gpu_core_percent\":10,\"gpu_count\":2,\"duration_seconds\":90,\"qos\":\"B\\u0045\","
+		"\"experiment\":\"overlimit\"}",
+	};
+	for (int i = 0; i < 2; i++) {
+		struct h_resp r;
+		CHECK_INT(submit(&r, url_of(&s), ALPHA, NULL, bodies[i]), 201);
+		CHECK_STR(jstr(r.json, "name"), "caf\xc3\xa9 \"x\"");
+		CHECK_STR(jstr(r.json, "request.qos"), "BE");
+		CHECK_STR(jstr(r.json, "request.experiment"), "overlimit");
+		CHECK_INT(jint(r.json, "request.gpu_count"), 2);
+		CHECK_INT(jint(r.json, "request.duration_seconds"), 90);
+		CHECK_INT(jint(r.json, "reservation.gpu_memory_mib"), 1024);
+		h_resp_free(&r);
+	}
+	struct h_resp r;
+	CHECK_INT(submit(&r, url_of(&s), ALPHA, NULL,
+			 " {\"gpu_core_percent\" : 5 , \"team\" : \"alpha\", \"gpu_memory_mib\":1}\n"),
+		  201);
+	CHECK_STR(jstr(r.json, "name"), "task");
+	CHECK_STR(jstr(r.json, "request.qos"), "LS");
+	CHECK_INT(jint(r.json, "request.duration_seconds"), 60);
+	h_resp_free(&r);
+	h_server_stop(&s);
+}
+
 TEST(api_request_larger_than_any_card_is_accepted_within_quota)
 {
 	struct h_server s;
@@ -281,6 +317,10 @@ static const struct bad_case bad_cases[] = {
 	  NULL, 400, "invalid_field", "gpu_core_percent" },
 	{ "core above 100", NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, "
 	  "\"gpu_core_percent\": 101}", NULL, 400, "invalid_field", "gpu_core_percent" },
+	{ "memory null", NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": null, "
+	  "\"gpu_core_percent\": 1}", NULL, 400, "invalid_field", "gpu_memory_mib" },
+	{ "qos as integer", NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, "
+	  "\"gpu_core_percent\": 1, \"qos\": 1}", NULL, 400, "invalid_field", "qos" },
 	{ "core as bool", NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, "
 	  "\"gpu_core_percent\": true}", NULL, 400, "invalid_field", "gpu_core_percent" },
 	{ "count zero", NULL, "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, "

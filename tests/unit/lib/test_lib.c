@@ -86,27 +86,29 @@ TEST(jx_parse_reports_position)
 	json_decref(v);
 }
 
+/* Bodies the flat readers take, and ones they must hand to jansson. */
+static const char *const bodies[] = {
+	"{}",
+	" { } ",
+	"{\"team\": \"bench\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}",
+	"{\"a\":\"\",\"\":0,\"b\":true,\"c\":false,\"d\":null}\r\n\t",
+	"{\"n\": 999999999999999999}",   /* 18 digits */
+	"{\"n\": 9999999999999999999}",  /* 19: too big for jansson */
+	"{\"n\": 1234567890123456789}",  /* 19, fits */
+	"{\"n\": 01}", "{\"n\": 0}", "{\"n\": -1}", "{\"n\": 1.5}", "{\"n\": 1e3}",
+	"{\"n\": 1x}", "{\"n\": truex}", "{\"n\": nul}", "{\"s\": \"a/b c\"}",
+	"{\"s\": \"tab\there\"}", "{\"s\": \"q\\\"q\"}", "{\"s\": \"\\u00e9\"}",
+	"{\"s\": \"\xc3\xa9\"}", "{\"s\": \"del\x7f\"}", "{\"a\": 1, \"a\": 2}",
+	"{\"a\": 1,}", "{\"a\": 1 \"b\": 2}", "{\"a\" 1}", "{\"a\": 1}}", "{\"a\": 1} x",
+	"{\"a\": [1]}", "{\"a\": {\"b\": 1}}", "[1]", "\"s\"", "", "   ", "{",
+	"{\"a\": \"unterminated}", "{\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+	"kkkkkkkk\": 1}",
+};
+
 /* jx_parse gives what json_loadb (with JSON_REJECT_DUPLICATES) gives, for bodies its flat
  * reading takes and for every one it hands to jansson: the same value, or an error. */
 TEST(jx_parse_equals_jansson)
 {
-	static const char *const bodies[] = {
-		"{}",
-		" { } ",
-		"{\"team\": \"bench\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}",
-		"{\"a\":\"\",\"\":0,\"b\":true,\"c\":false,\"d\":null}\r\n\t",
-		"{\"n\": 999999999999999999}",   /* 18 digits */
-		"{\"n\": 9999999999999999999}",  /* 19: too big for jansson */
-		"{\"n\": 1234567890123456789}",  /* 19, fits */
-		"{\"n\": 01}", "{\"n\": 0}", "{\"n\": -1}", "{\"n\": 1.5}", "{\"n\": 1e3}",
-		"{\"n\": 1x}", "{\"n\": truex}", "{\"n\": nul}", "{\"s\": \"a/b c\"}",
-		"{\"s\": \"tab\there\"}", "{\"s\": \"q\\\"q\"}", "{\"s\": \"\\u00e9\"}",
-		"{\"s\": \"\xc3\xa9\"}", "{\"s\": \"del\x7f\"}", "{\"a\": 1, \"a\": 2}",
-		"{\"a\": 1,}", "{\"a\": 1 \"b\": 2}", "{\"a\" 1}", "{\"a\": 1}}", "{\"a\": 1} x",
-		"{\"a\": [1]}", "{\"a\": {\"b\": 1}}", "[1]", "\"s\"", "", "   ", "{",
-		"{\"a\": \"unterminated}", "{\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
-		"kkkkkkkk\": 1}",
-	};
 	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
 		const char *b = bodies[i];
 		struct jx_parse_err e;
@@ -130,6 +132,53 @@ TEST(jx_parse_equals_jansson)
 	json_t *v = jx_parse(nul, sizeof nul - 1, &e);
 	CHECK(v == NULL);
 	json_decref(v);
+}
+
+/* jx_flat_read gives each field what jx_member gives from jx_parse's object, for every body
+ * it takes; the others (nested, escaped, duplicated, unknown...) it leaves untouched. */
+TEST(jx_flat_read_equals_the_parsed_fields)
+{
+	static const char *const fields[] = { "a", "", "b", "c", "d", "n", "s", "team",
+					      "gpu_memory_mib", "gpu_core_percent", NULL };
+	int taken = 0;
+	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+		size_t len = strlen(bodies[i]);
+		char buf[256];
+		CHECK(len < sizeof buf);
+		memcpy(buf, bodies[i], len + 1);
+		struct jx_val v[10];
+		if (jx_flat_read(buf, len, fields, v) != 0) {
+			CHECKF(memcmp(buf, bodies[i], len + 1) == 0, "%s: changed", bodies[i]);
+			continue;
+		}
+		taken++;
+		struct jx_parse_err pe;
+		struct jx_err e;
+		json_t *o = jx_parse(bodies[i], len, &pe);
+		CHECKF(json_is_object(o), "%s: taken flat, not an object", bodies[i]);
+		CHECKF(jx_only_keys(o, fields, &e) == 0, "%s: taken with a key not listed", bodies[i]);
+		for (int f = 0; fields[f]; f++) {
+			struct jx_val want = jx_member(o, fields[f]);
+			CHECKF(v[f].kind == want.kind, "%s: %s of kind %d, not %d", bodies[i],
+			       fields[f], (int)v[f].kind, (int)want.kind);
+			if (want.kind == JX_STRING)
+				CHECKF(v[f].n == want.n && strcmp(v[f].s, want.s) == 0,
+				       "%s: %s is \"%s\"", bodies[i], fields[f], v[f].s);
+			if (want.kind == JX_INTEGER)
+				CHECKF(v[f].i == want.i, "%s: %s", bodies[i], fields[f]);
+		}
+		json_decref(o);
+	}
+	CHECK(taken >= 4);
+	/* A key the list does not have, or one given twice: jansson's and jx_only_keys' to say. */
+	static const char *const two[] = { "a", NULL };
+	char unknown[] = "{\"a\": 1, \"z\": 2}", twice[] = "{\"a\": 1, \"a\": 1}";
+	struct jx_val v[1];
+	CHECK_INT(jx_flat_read(unknown, strlen(unknown), two, v), -1);
+	CHECK_INT(jx_flat_read(twice, strlen(twice), two, v), -1);
+	char ok[] = "{\"a\": \"LS\"}";
+	CHECK_INT(jx_flat_read(ok, strlen(ok), two, v), 0);
+	CHECK_STR(v[0].s, "LS");
 }
 
 TEST(jx_field_readers_are_strict)
