@@ -218,6 +218,13 @@ static const char *const migrations[] = {
 	"  gpu_core_percent, released, released_at, release_reason, release_evidence "
 	"  FROM tasks WHERE reserved_gpu_memory_mib IS NOT NULL;"
 	"CREATE INDEX tasks_unreleased ON tasks(team) WHERE released = 0;",
+	/* 11: only the final tasks still holding their reservation are indexed as such (the
+	 * others are found through tasks_state_team: none of them is released): a submission
+	 * inserts into one index fewer, and a task released as it ends (the usual way) is never
+	 * in this one. The condition's text is STORE_SQL_FINAL's. */
+	"DROP INDEX tasks_unreleased;"
+	"CREATE INDEX tasks_final_unreleased ON tasks(team) WHERE (state = 'succeeded' OR "
+	"state = 'failed' OR state = 'cancelled') AND released = 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -11,12 +11,22 @@
 #include "server/store_internal.h"
 
 /* The sums of the unreleased reservations held in the task rows, by the tasks' team: what
- * the submissions charged. */
+ * the submissions charged. Its parameter 1: teams_stmt binds it. */
 #define AUDIT_TEAMS_SQL                                                                   \
 	"SELECT tm.name, tm.reserved_mem_mib, tm.reserved_core_pct, COALESCE(s.mem, 0), " \
-	"COALESCE(s.core, 0) FROM teams tm LEFT JOIN (SELECT team, "                        \
-	"SUM(reserved_gpu_memory_mib) AS mem, SUM(reserved_gpu_core_percent) AS core "      \
-	"FROM tasks WHERE released = 0 GROUP BY team) s ON s.team = tm.name ORDER BY tm.name"
+	"COALESCE(s.core, 0) FROM teams tm LEFT JOIN (SELECT team, SUM(m) AS mem, "         \
+	"SUM(c) AS core FROM (" STORE_SQL_UNRELEASED("team, reserved_gpu_memory_mib AS m, " \
+						     "reserved_gpu_core_percent AS c",         \
+						     1) ") GROUP BY team) s ON s.team = tm.name " \
+	"ORDER BY tm.name"
+
+static sqlite3_stmt *teams_stmt(struct store *s)
+{
+	sqlite3_stmt *st = store_stmt(s, AUDIT_TEAMS_SQL);
+	if (st)
+		store_bind_states(st, 1, 0, TASK_FINAL);
+	return st;
+}
 
 static void team_row(sqlite3_stmt *st, struct store_audit_team *t)
 {
@@ -29,7 +39,7 @@ static void team_row(sqlite3_stmt *st, struct store_audit_team *t)
 
 int store_audit_teams(struct store *s, store_audit_team_fn fn, void *arg)
 {
-	sqlite3_stmt *st = store_stmt(s, AUDIT_TEAMS_SQL);
+	sqlite3_stmt *st = teams_stmt(s);
 	if (!st)
 		return GWB_EDB;
 	int step;
@@ -48,9 +58,10 @@ int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT id, team, state, created_at, reserved_gpu_memory_mib, "
 		   "reserved_gpu_core_percent, COALESCE(reason, ''), COALESCE(pod_deadline_at, 0) "
-		   "FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE released = 0) ORDER BY seq");
+		   "FROM tasks WHERE seq IN (" STORE_SQL_UNRELEASED("seq", 1) ") ORDER BY seq");
 	if (!st)
 		return GWB_EDB;
+	store_bind_states(st, 1, 0, TASK_FINAL);
 	int step;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		struct store_audit_task t = {
@@ -78,7 +89,7 @@ static json_t *pair(int64_t mem, int64_t core)
 static int drifted_teams(struct store *s, json_t **out)
 {
 	*out = json_array();
-	sqlite3_stmt *st = store_stmt(s, AUDIT_TEAMS_SQL);
+	sqlite3_stmt *st = teams_stmt(s);
 	if (!st)
 		return GWB_EDB;
 	int step;

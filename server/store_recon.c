@@ -17,12 +17,14 @@ static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 
 int store_tasks_active(struct store *s, json_t **ids)
 {
-	/* Both halves use an index (tasks_state_team, tasks_unreleased), so the pass costs what
-	 * is active, not what the history holds. */
+	/* The active tasks and the ones holding their reservation. Every state that is not
+	 * final is active, so the second half needs only the final ones. Both halves use an
+	 * index (tasks_state_team, tasks_final_unreleased), so the pass costs what is active,
+	 * not what the history holds. */
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT t.id FROM tasks t WHERE t.id IN (SELECT id FROM tasks WHERE state IN "
-		   "(SELECT value FROM json_each(?1)) UNION "
-		   "SELECT id FROM tasks WHERE released = 0) ORDER BY t.seq");
+		   "(SELECT value FROM json_each(?1)) UNION " STORE_SQL_FINAL_UNRELEASED("id") ") "
+		   "ORDER BY t.seq");
 	if (!st)
 		return GWB_EDB;
 	store_bind_states(st, 1, TASK_ACTIVE, 0);
