@@ -511,20 +511,6 @@ void http_defer(struct req *r, const struct http_deferred_ops *ops, void *ctx)
  * leaves before its decision is durable. */
 static void batch_answer(struct api_ctx *api, struct http_deferred *list, int rc);
 
-/* The prepare callbacks of a committed batch's decisions (on the helper thread, when there
- * is one: see http_prep.h for what they may touch). */
-static void prepare_list(struct http_deferred *list)
-{
-	for (struct http_deferred *d = list; d; d = d->next)
-		if (d->ops->prepare)
-			d->ops->prepare(d->ctx);
-}
-
-static void batch_prepare(struct http_prep_job *job)
-{
-	prepare_list(((struct http_durable_wait *)job)->list);
-}
-
 static void batch_run(struct api_ctx *api)
 {
 	struct http_deferred *list = api->pend_head;
@@ -560,24 +546,19 @@ static void batch_run(struct api_ctx *api)
 		log_warn("http", "batch_failed", "size=%d error=%s db=%s", n, err_name(rc),
 			 log_q(store_errmsg(api->store)));
 	}
+	for (struct http_deferred *d = list; d && rc == 0; d = d->next)
+		if (d->ops->prepare)
+			d->ops->prepare(d->ctx);
 	uint64_t seq = store_commit_seq(api->store);
 	if (rc == 0 && seq > store_durable_seq(api->store)) {
-		/* Committed, not yet on the disk: the answers wait for the sync (on_synced), and
-		 * are built meanwhile on the helper thread, or here without it. */
+		/* Committed, not yet on the disk: the answers wait for the sync (on_synced). */
 		struct http_durable_wait *w = gwb_calloc(1, sizeof *w);
-		w->job.run = batch_prepare;
 		w->seq = seq;
 		w->list = list;
 		*api->wait_tail = w;
 		api->wait_tail = &w->next;
-		if (!api->prep || http_prep_submit(api->prep, &w->job) < 0) {
-			batch_prepare(&w->job);
-			w->job.done = 1;
-		}
 		return;
 	}
-	if (rc == 0)
-		prepare_list(list);
 	batch_answer(api, list, rc);
 }
 
@@ -621,7 +602,7 @@ static void durable_answer(struct api_ctx *api)
 	if (!api->wait_head)
 		return; /* nothing waits (and an API that never started has no store) */
 	uint64_t durable = store_durable_seq(api->store);
-	while (api->wait_head && api->wait_head->seq <= durable && api->wait_head->job.done) {
+	while (api->wait_head && api->wait_head->seq <= durable) {
 		struct http_durable_wait *w = api->wait_head;
 		api->wait_head = w->next;
 		if (!api->wait_head)
@@ -630,11 +611,6 @@ static void durable_answer(struct api_ctx *api)
 		batch_answer(api, w->list, rc);
 		gwb_free(w);
 	}
-}
-
-static void on_prepared(void *arg)
-{
-	durable_answer(arg);
 }
 
 static void on_synced(evutil_socket_t fd, short what, void *arg)
@@ -727,10 +703,6 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 		api->sync_ev = event_new(api->base, store_sync_fd(api->store), EV_READ | EV_PERSIST,
 					 on_synced, api);
 		event_add(api->sync_ev, NULL);
-		api->prep = http_prep_start(api->base, on_prepared, api);
-		if (!api->prep)
-			log_warn("http", "prep_thread_off",
-				 "reason=%s", log_q("the answers are built on the loop"));
 	} else {
 		log_warn("http", "sync_thread_off", "reason=%s",
 			 log_q("each batch's commit syncs on the loop"));
@@ -784,8 +756,6 @@ void http_stop(struct api_ctx *api)
 		store_sync_done(api->store);
 		store_sync_stop(api->store);
 	}
-	http_prep_stop(api->prep);
-	api->prep = NULL;
 	durable_answer(api);
 	if (api->flush_ev)
 		event_free(api->flush_ev);

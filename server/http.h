@@ -10,7 +10,6 @@
 #include <stddef.h>
 
 #include "config/config.h"
-#include "server/http_prep.h"
 #include "server/server.h"
 #include "server/store.h"
 
@@ -77,16 +76,13 @@ struct api_ctx {
 	int64_t batches_failed;   /* batches whose BEGIN or COMMIT failed (all answered 5xx) */
 	int64_t replies_gone;     /* deferred replies whose client had gone */
 	/* Batches committed whose answers wait for the disk (server/store_sync.c), oldest
-	 * first; sync_ev fires when a sync ends. Their prepare callbacks run on prep's thread
-	 * meanwhile (server/http_prep.h; job.done once they have). */
+	 * first; sync_ev fires when a sync ends. */
 	struct http_durable_wait {
-		struct http_prep_job job; /* first: the job is the wait */
 		struct http_durable_wait *next;
 		uint64_t seq; /* the batch's commit */
 		struct http_deferred *list;
 	} *wait_head, **wait_tail;
 	struct event *sync_ev;
-	struct http_prep *prep; /* NULL: prepare runs on the loop */
 	struct api_hist batch_size;      /* decisions per batch */
 	struct api_hist submit_seconds;  /* POST /v1/tasks: arrival to reply */
 };
@@ -131,10 +127,9 @@ struct http_deferred_ops {
 	 * whether it is on the disk is not known. */
 	void (*reply)(struct req *r, void *ctx, int commit_rc);
 	void (*release)(void *ctx);
-	/* Optional (NULL): called once the batch has committed, to build what reply will send.
-	 * While the batch waits for its sync it runs on the helper thread (server/http_prep.h),
-	 * beside the loop: it may touch only ctx and code that is safe on any thread, and
-	 * nothing may be sent yet. */
+	/* Optional (NULL): called once the batch has committed, before its answers wait for
+	 * the sync, to build what reply will send. That work then runs while the disk syncs,
+	 * when the loop would otherwise wait with nothing to do; nothing may be sent yet. */
 	void (*prepare)(void *ctx);
 };
 /* Defers r's decision to this loop turn's group commit. ctx becomes the batch's (released
