@@ -3,7 +3,8 @@
  * concurrency, which costs the HTTP path but no store transaction — at 8 and at 64 kept-alive
  * connections driven by one closed-loop client (poll, one request in flight per connection).
  * The targets of issue 11: at 64 connections submissions/s >= 0.5 x the /healthz rate (in
- * three rounds of the pair, the median taken) and p99 <= 10 ms; at 8 connections >= 2,750/s.
+ * seven rounds of the pair, the median taken: of three, the same build's median moved from
+ * 0.41 to 0.49 between runs) and p99 <= 10 ms; at 8 connections >= 2,750/s.
  * After the runs the server is killed with SIGKILL and every acknowledged task is counted in
  * the database. Also the server's resident memory, and the instructions per request of the
  * same load in a server run under callgrind. */
@@ -32,7 +33,7 @@
 #include "tests/harness/t.h"
 
 #define MAX_CONNS 64
-#define ROUNDS 3
+#define ROUNDS 7
 #define TOKEN "bench-team-token"
 
 static int cmp_double(const void *a, const void *b)

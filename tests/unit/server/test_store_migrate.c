@@ -295,7 +295,8 @@ TEST(store_migration_11_indexes_only_the_final_tasks_holding_quota)
 		else if (*p != '[' && *p != ']')
 			snprintf(want + n, sizeof want - n, "%c", *p);
 	}
-	strcat(want, ")");
+	size_t wn = strlen(want);
+	snprintf(want + wn, sizeof want - wn, ")");
 	CHECK_STR(STORE_SQL_FINAL, want);
 	for (int st = 0; st < TASK_NSTATES; st++)
 		CHECKF(task_state_is(st, TASK_FINAL) || task_state_is(st, TASK_ACTIVE), "%s",
