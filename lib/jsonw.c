@@ -33,22 +33,19 @@ int jw_ok(const struct jw *w)
 	return !w->failed && w->depth == 0;
 }
 
-/* Room for n more bytes at the end of the text: where they go (w->len is not moved). */
-static char *room(struct jw *w, size_t n)
+char *jw_grow_(struct jw *w, size_t n)
 {
-	if (w->len + n > w->cap) {
-		size_t cap = w->cap ? w->cap : 1024;
-		while (cap < w->len + n)
-			cap *= 2;
-		w->buf = gwb_realloc(w->buf, cap);
-		w->cap = cap;
-	}
+	size_t cap = w->cap ? w->cap : 1024;
+	while (cap < w->len + n)
+		cap *= 2;
+	w->buf = gwb_realloc(w->buf, cap);
+	w->cap = cap;
 	return w->buf + w->len;
 }
 
 static void put(struct jw *w, const char *s, size_t n)
 {
-	memcpy(room(w, n), s, n);
+	memcpy(jw_room_(w, n), s, n);
 	w->len += n;
 }
 
@@ -57,19 +54,9 @@ static void put_c(struct jw *w, char c)
 	put(w, &c, 1);
 }
 
-/* Before a value: the comma between an array's elements (an object's come with the key). */
-static void value_start(struct jw *w)
-{
-	if (w->depth > 0 && w->is_array[w->depth - 1]) {
-		if (w->has_member[w->depth - 1])
-			put_c(w, ',');
-		w->has_member[w->depth - 1] = 1;
-	}
-}
-
 static void open_container(struct jw *w, char c, int array)
 {
-	value_start(w);
+	jw_value_start_(w);
 	put_c(w, c);
 	if (w->depth >= JW_DEPTH_MAX) {
 		w->failed = 1;
@@ -109,24 +96,6 @@ void jw_arr_end(struct jw *w)
 	close_container(w, ']');
 }
 
-void jw_key(struct jw *w, const char *key)
-{
-	/* The comma, the quoted key and the colon in one go: a view writes some forty. */
-	size_t n = strlen(key);
-	char *p = room(w, n + 4), *start = p;
-	if (w->depth > 0) {
-		if (w->has_member[w->depth - 1])
-			*p++ = ',';
-		w->has_member[w->depth - 1] = 1;
-	}
-	*p++ = '"';
-	memcpy(p, key, n);
-	p += n;
-	*p++ = '"';
-	*p++ = ':';
-	w->len += (size_t)(p - start);
-}
-
 /* 1 for the bytes a string may hold as they are: printable ASCII (0x20-0x7e) but '"' (0x22)
  * and '\\' (0x5c). A row per 16 bytes. */
 static const unsigned char plain_byte[256] = {
@@ -150,7 +119,7 @@ static const unsigned char plain_byte[256] = {
 
 void jw_str(struct jw *w, const char *s)
 {
-	value_start(w);
+	jw_value_start_(w);
 	/* Printable ASCII with neither '"' nor '\\' (ids, names, states, times) is valid UTF-8
 	 * and needs no escape: copied as it is, quoted. */
 	const unsigned char *end = (const unsigned char *)s;
@@ -158,7 +127,7 @@ void jw_str(struct jw *w, const char *s)
 		end++;
 	size_t n = (size_t)(end - (const unsigned char *)s);
 	if (!*end) {
-		char *p = room(w, n + 2);
+		char *p = jw_room_(w, n + 2);
 		p[0] = '"';
 		memcpy(p + 1, s, n);
 		p[n + 1] = '"';
@@ -221,7 +190,7 @@ void jw_text(struct jw *w, const char *s)
 
 void jw_int(struct jw *w, int64_t v)
 {
-	value_start(w);
+	jw_value_start_(w);
 	/* "%lld" without a format to parse: digits from the end of the buffer. */
 	char num[24];
 	char *p = num + sizeof num;
@@ -235,55 +204,10 @@ void jw_int(struct jw *w, int64_t v)
 	put(w, p, (size_t)(num + sizeof num - p));
 }
 
-void jw_bool(struct jw *w, int b)
-{
-	value_start(w);
-	if (b)
-		put(w, "true", 4);
-	else
-		put(w, "false", 5);
-}
-
-void jw_null(struct jw *w)
-{
-	value_start(w);
-	put(w, "null", 4);
-}
-
 void jw_raw(struct jw *w, const char *text, size_t len)
 {
-	value_start(w);
+	jw_value_start_(w);
 	put(w, text, len);
-}
-
-void jw_member_str(struct jw *w, const char *key, const char *s)
-{
-	jw_key(w, key);
-	jw_str(w, s);
-}
-
-void jw_member_text(struct jw *w, const char *key, const char *s)
-{
-	jw_key(w, key);
-	jw_text(w, s);
-}
-
-void jw_member_int(struct jw *w, const char *key, int64_t v)
-{
-	jw_key(w, key);
-	jw_int(w, v);
-}
-
-void jw_member_bool(struct jw *w, const char *key, int b)
-{
-	jw_key(w, key);
-	jw_bool(w, b);
-}
-
-void jw_member_null(struct jw *w, const char *key)
-{
-	jw_key(w, key);
-	jw_null(w);
 }
 
 struct jw_mark jw_mark(const struct jw *w)
