@@ -520,14 +520,17 @@ static void batch_run(struct api_ctx *api)
 	api->npending = 0;
 	if (!list)
 		return;
-	/* Optimistic first: no SAVEPOINT per decision. In the rare batch where a decision that
-	 * wrote has to be undone, the whole batch is rolled back and decided again with one
-	 * SAVEPOINT each (decide callbacks overwrite their outcome), so that decision alone is
-	 * undone, as it would have been the first time. */
+	/* Optimistic first: no SAVEPOINT per decision, and the new tasks inserted together once
+	 * every decision is made. In the rare batch where a decision that wrote has to be
+	 * undone, or a new task's id was taken, the whole batch is rolled back and decided again
+	 * with one SAVEPOINT each (decide callbacks overwrite their outcome), so that decision
+	 * alone is undone, as it would have been the first time. */
 	int rc = store_batch_begin_later(api->store);
 	if (rc == 0) {
 		for (struct http_deferred *d = list; d; d = d->next)
 			d->ops->decide(&d->r, d->ctx);
+		/* The new tasks, a few statements for all (a failure is the commit's to say). */
+		store_batch_write(api->store);
 		if (store_batch_spoiled(api->store)) {
 			store_batch_rollback(api->store);
 			log_warn("http", "batch_redone", "size=%d", n);

@@ -384,6 +384,7 @@ int store_begin(struct store *s)
 		s->tp_sp = s->tp;
 		if (s->batch_optimistic) {
 			s->unit_changes = sqlite3_total_changes64(s->db);
+			s->unit_rows = s->nrows;
 			return 0;
 		}
 		return exec_kept(s, "SAVEPOINT unit");
@@ -460,6 +461,7 @@ void store_rollback(struct store *s)
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
 		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
 		s->tp = s->tp_sp;
+		s->nrows = s->unit_rows; /* its new task, if it had come so far, is not written */
 		return;
 	}
 	if (s->in_batch) {
@@ -535,6 +537,9 @@ int store_batch_begin(struct store *s)
 	s->batch_lost = 0;
 	s->batch_optimistic = 0;
 	s->batch_spoiled = 0;
+	s->nrows = 0;
+	s->next_seq = 0;
+	s->write_rc = 0;
 	return rc;
 }
 
@@ -552,6 +557,15 @@ int store_batch_spoiled(const struct store *s)
 
 int store_batch_commit(struct store *s)
 {
+	/* Rows the caller did not write with store_batch_write: written now. An id taken twice
+	 * (which would spoil the batch there) fails it here. */
+	if (s->nrows && store_batch_write(s) == 0 && s->batch_spoiled)
+		s->write_rc = GWB_EDB;
+	if (s->write_rc) {
+		int rc = s->write_rc;
+		store_batch_rollback(s);
+		return rc;
+	}
 	int lost = batch_gone(s) ? s->batch_lost : 0;
 	if (!lost) {
 		/* The team's reservations, one UPDATE for the batch; a failure undoes it all. */
@@ -577,6 +591,8 @@ int store_batch_commit(struct store *s)
 
 void store_batch_rollback(struct store *s)
 {
+	s->nrows = 0;
+	s->write_rc = 0;
 	store_team_forget(s);
 	s->in_batch = 0;
 	s->batch_lost = 0;
@@ -867,6 +883,7 @@ void store_close(struct store *s)
 		sqlite3_finalize(s->cache[i].stmt);
 	sqlite3_close(s->db);
 	jw_free(&s->submit_detail);
+	gwb_free(s->new_rows);
 	gwb_free(s);
 }
 

@@ -111,6 +111,14 @@ int store_batch_begin(struct store *s);
  * the batch back and run it again after store_batch_begin, where that decision undoes only
  * itself. Same returns as store_batch_begin. */
 int store_batch_begin_optimistic(struct store *s);
+/* Inside an optimistic batch a new task is not inserted by its decision: once the decisions
+ * are made, this inserts every new task of the batch, with its outbox row and its event, in
+ * one INSERT of many rows per table (a statement per row costs about twice as much). Call it
+ * before store_batch_spoiled: a task id that turns out taken spoils the batch, which is then
+ * decided again with a SAVEPOINT each, where each insert runs at once and a taken id is drawn
+ * again. Returns 0, or the storage's error, which store_batch_commit then returns too. Rows
+ * not written so are written by store_batch_commit. */
+int store_batch_write(struct store *s);
 /* 1 when an optimistic batch is open and one of its decisions could not be undone alone:
  * nothing of the batch may be committed. */
 int store_batch_spoiled(const struct store *s);
@@ -197,7 +205,9 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
  * store_task_load inside the same transaction would read it (its reservation joined, seq
  * included), so the submission can be answered without reading it back. *row is meaningful
  * only when 0 is returned and res->replayed is 0; a replay leaves it undefined (the earlier
- * task may have moved on: read it). Same returns as store_task_submit. */
+ * task may have moved on: read it). Same returns as store_task_submit. Inside an optimistic
+ * batch the row is what store_batch_write inserts: it must stay unchanged until the batch is
+ * committed or rolled back, and the task cannot be read before. */
 int store_task_submit_row(struct store *s, const struct task_req *req, const char *key,
 			  const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 			  struct submit_result *res, struct task *row);

@@ -46,6 +46,15 @@ struct store {
 	 * which only a SAVEPOINT could have done. */
 	int batch_optimistic, batch_spoiled;
 	int64_t unit_changes;
+	/* An optimistic batch's new tasks, inserted once its decisions are made
+	 * (store_batch_write) with one INSERT of many rows per table, their outbox rows and
+	 * events too: the rows are the deciders' (store_task_submit_row), with seqs given from
+	 * next_seq (0: not read in this batch). unit_rows is their count when the current
+	 * decision began; write_rc the error of their insert, which the COMMIT then returns. */
+	struct task **new_rows;
+	int nrows, rows_cap, unit_rows;
+	int64_t next_seq;
+	int write_rc;
 	/* The WAL as the wal hook last saw it (pages), and what bounds it. */
 	int64_t wal_pages;
 	int page_size;

@@ -218,13 +218,76 @@ static int insert_task(struct store *s, const struct task_req *req, const char *
 	return rc ? rc : GWB_EDB; /* four colliding ids in a row: the generator is broken */
 }
 
-/* The writes of an accepted submission, after the checks. */
+/* The submitted event's detail of the new task t, as jx_dump would write it (keys sorted),
+ * without building it, then its NUL. */
+static void submitted_detail(struct jw *w, const struct task *t)
+{
+	jw_obj_begin(w);
+	if (t->idempotency_key[0])
+		jw_member_str(w, "idempotency_key", t->idempotency_key);
+	jw_member_int(w, "reserved_gpu_core_percent", t->reserved_core_percent);
+	jw_member_int(w, "reserved_gpu_memory_mib", t->reserved_mem_mib);
+	jw_obj_end(w);
+	jw_raw(w, "", 1);
+}
+
+/* 1 when a new task of the open batch already has id. */
+static int id_pending(const struct store *s, const char *id)
+{
+	for (int i = 0; i < s->nrows; i++)
+		if (strcmp(s->new_rows[i]->id, id) == 0)
+			return 1;
+	return 0;
+}
+
+/* An optimistic batch's new task: t, with a fresh id no other new task of the batch has and
+ * the batch's next seq, kept for store_batch_write (the largest seq plus one, as SQLite
+ * gives it, read once per batch). */
+static int defer_task(struct store *s, const struct task_req *req, const char *key,
+		      const struct submit_result *res, int64_t now_ms, char id[16],
+		      struct task *t)
+{
+	int rc = new_task(t, req, key, res, now_ms);
+	if (rc)
+		return rc;
+	if (!s->next_seq) {
+		sqlite3_stmt *st = store_stmt(s, "SELECT COALESCE(MAX(seq), 0) + 1 FROM tasks");
+		if (!st)
+			return GWB_EDB;
+		rc = sqlite3_step(st);
+		s->next_seq = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+		sqlite3_reset(st);
+		if (!s->next_seq)
+			return GWB_EDB;
+	}
+	int attempt = 0;
+	do
+		store_new_task_id(id);
+	while (id_pending(s, id) && ++attempt < 4);
+	if (attempt == 4)
+		return GWB_EDB; /* the generator is broken */
+	if (s->nrows == s->rows_cap) {
+		s->rows_cap = s->rows_cap ? 2 * s->rows_cap : 64;
+		s->new_rows = gwb_realloc(s->new_rows, (size_t)s->rows_cap * sizeof *s->new_rows);
+	}
+	copy_text(t->id, sizeof t->id, id); /* 14 characters */
+	task_job_name(id, t->job_name, sizeof t->job_name);
+	t->seq = s->next_seq++;
+	s->new_rows[s->nrows++] = t;
+	return 0;
+}
+
+/* The writes of an accepted submission, after the checks. Inside an optimistic batch (when
+ * the caller's row outlives the batch: may_defer) the task, its outbox row and its event are
+ * written later, by store_batch_write. */
 static int submit_writes(struct store *s, const struct task_req *req, const char *key,
 			 const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
-			 struct submit_result *res, struct task *t)
+			 struct submit_result *res, struct task *t, int may_defer)
 {
 	char id[16];
-	int rc = insert_task(s, req, key, res, now_ms, id, t);
+	int defer = may_defer && s->in_batch && s->batch_optimistic;
+	int rc = defer ? defer_task(s, req, key, res, now_ms, id, t)
+		       : insert_task(s, req, key, res, now_ms, id, t);
 	if (rc)
 		return rc;
 	copy_text(res->task_id, sizeof res->task_id, id);
@@ -256,6 +319,8 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 		if ((rc = store_step_done(s, st)))
 			return rc;
 	}
+	if (defer)
+		return 0;
 
 	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
 			   "VALUES (?, ?, 'create', 1, ?)");
@@ -267,28 +332,139 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	if ((rc = store_step_done(s, st)))
 		return rc;
 
-	/* The detail as jx_dump would write it (keys sorted), without building it: one is
-	 * written for every submission. */
 	struct jw *w = &s->submit_detail;
 	jw_reset(w);
-	jw_obj_begin(w);
-	if (key)
-		jw_member_str(w, "idempotency_key", key);
-	jw_member_int(w, "reserved_gpu_core_percent", res->req_core);
-	jw_member_int(w, "reserved_gpu_memory_mib", res->req_mem);
-	jw_obj_end(w);
-	jw_raw(w, "", 1); /* the terminating NUL */
+	submitted_detail(w, t);
 	return jw_ok(w) ? store_event_add_text(s, id, now_ms, "submitted", NULL,
 					       task_state_name(TASK_QUEUED), w->buf)
 			: GWB_EINVAL;
 }
 
+/* Up to ROWS_MAX new tasks per statement (and as many outbox rows and events): a statement
+ * for 32, 16, 8, 4, 2 and 1 rows of each, its text built once. */
+#define ROWS_MAX 32
+#define ROWS_SIZES 6
+
+enum { ROWS_TASKS, ROWS_OUTBOX, ROWS_EVENTS, ROWS_TABLES };
+
+static const char *const rows_head[ROWS_TABLES] = {
+	"INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(INS_COL) ") VALUES ",
+	"INSERT INTO outbox (task_id, team, kind, attempt, created_at) VALUES ",
+	"INSERT INTO task_events (task_id, ts, type, from_state, to_state, detail) VALUES ",
+};
+static const char *const rows_group[ROWS_TABLES] = {
+	"(?, ?, ?" TASK_COLUMNS(INS_VAL) ")",
+	"(?, ?, 'create', 1, ?)",
+	"(?, ?, ?, NULL, ?, ?)",
+};
+
+/* The text of table's INSERT of 1 << size_log rows (the statement cache knows a text by its
+ * address: each is built once, into its own buffer). */
+static const char *rows_sql(int table, int size_log)
+{
+	static char sql[ROWS_TABLES][ROWS_SIZES][3072];
+	char *b = sql[table][size_log];
+	if (!b[0]) {
+		size_t len = 0;
+		len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, "%s", rows_head[table]);
+		for (int i = 0; i < 1 << size_log; i++)
+			len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, "%s%s",
+						i ? ", " : "", rows_group[table]);
+	}
+	return b;
+}
+
+/* SQLITE_DONE, or the step's failure as the store's error: GWB_ECONFLICT for a constraint
+ * (a task id taken). */
+static int rows_step(struct store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc == SQLITE_DONE)
+		return 0;
+	return rc == SQLITE_CONSTRAINT ? GWB_ECONFLICT : store_rc_err(s, rc);
+}
+
+/* Inserts n = 1 << size_log new tasks with their outbox rows and events. */
+static int rows_insert(struct store *s, struct task *const *rows, int size_log)
+{
+	int n = 1 << size_log;
+	sqlite3_stmt *st = store_stmt(s, rows_sql(ROWS_TASKS, size_log));
+	if (!st)
+		return GWB_EDB;
+	int idx = 1;
+	for (int k = 0; k < n; k++) {
+		const struct task *t = rows[k];
+		sqlite3_bind_int64(st, idx++, t->seq);
+		store_bind_text_until_step(st, idx++, task_state_name(t->state));
+		sqlite3_bind_int64(st, idx++, t->updated_at);
+		TASK_COLUMNS(INS_BIND)
+	}
+	int rc = rows_step(s, st);
+	if (rc)
+		return rc;
+	if (!(st = store_stmt(s, rows_sql(ROWS_OUTBOX, size_log))))
+		return GWB_EDB;
+	idx = 1;
+	for (int k = 0; k < n; k++) {
+		store_bind_text_until_step(st, idx++, rows[k]->id);
+		store_bind_text_until_step(st, idx++, rows[k]->team);
+		sqlite3_bind_int64(st, idx++, rows[k]->created_at);
+	}
+	if ((rc = rows_step(s, st)))
+		return rc;
+	/* The events' details one after the other in one buffer, each ended by its NUL. */
+	struct jw *w = &s->submit_detail;
+	jw_reset(w);
+	size_t at[ROWS_MAX];
+	for (int k = 0; k < n; k++) {
+		at[k] = w->len;
+		submitted_detail(w, rows[k]);
+	}
+	if (!jw_ok(w))
+		return GWB_EINVAL;
+	if (!(st = store_stmt(s, rows_sql(ROWS_EVENTS, size_log))))
+		return GWB_EDB;
+	idx = 1;
+	for (int k = 0; k < n; k++) {
+		store_bind_text_until_step(st, idx++, rows[k]->id);
+		sqlite3_bind_int64(st, idx++, rows[k]->created_at);
+		store_bind_text_until_step(st, idx++, "submitted");
+		store_bind_text_until_step(st, idx++, task_state_name(TASK_QUEUED));
+		store_bind_text_until_step(st, idx++, w->buf + at[k]);
+	}
+	return rows_step(s, st);
+}
+
+int store_batch_write(struct store *s)
+{
+	int done = 0;
+	while (done < s->nrows && !s->write_rc && !s->batch_spoiled) {
+		int size_log = ROWS_SIZES - 1;
+		while ((1 << size_log) > s->nrows - done)
+			size_log--;
+		int rc = rows_insert(s, s->new_rows + done, size_log);
+		if (rc == GWB_ECONFLICT)
+			s->batch_spoiled = 1; /* decided again, each insert at once */
+		else if (rc)
+			s->write_rc = rc;
+		done += 1 << size_log;
+	}
+	s->nrows = 0;
+	return s->write_rc;
+}
+
+static int submit_row(struct store *s, const struct task_req *req, const char *key,
+		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+		      struct submit_result *res, struct task *row, int may_defer);
+
 int store_task_submit(struct store *s, const struct task_req *req, const char *key,
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res)
 {
+	/* The row dies here: written at once, even inside an optimistic batch. */
 	struct task *t = gwb_malloc(sizeof *t);
-	int rc = store_task_submit_row(s, req, key, fingerprint, now_ms, key_ttl_ms, res, t);
+	int rc = submit_row(s, req, key, fingerprint, now_ms, key_ttl_ms, res, t, 0);
 	gwb_free(t);
 	return rc;
 }
@@ -296,6 +472,13 @@ int store_task_submit(struct store *s, const struct task_req *req, const char *k
 int store_task_submit_row(struct store *s, const struct task_req *req, const char *key,
 			  const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 			  struct submit_result *res, struct task *row)
+{
+	return submit_row(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row, 1);
+}
+
+static int submit_row(struct store *s, const struct task_req *req, const char *key,
+		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
+		      struct submit_result *res, struct task *row, int may_defer)
 {
 	memset(res, 0, sizeof *res);
 	res->req_mem = req->gpu_memory_mib * req->gpu_count;
@@ -335,7 +518,7 @@ int store_task_submit_row(struct store *s, const struct task_req *req, const cha
 		rc = GWB_EQUOTA;
 		goto out;
 	}
-	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row);
+	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row, may_defer);
 out:
 	rc = store_unit_end(s, rc);
 	if (rc == 0)
