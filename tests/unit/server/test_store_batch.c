@@ -4,7 +4,8 @@
  * memory equal to a count over the table, and checkpoints that empty the WAL; an optimistic
  * batch (no savepoints) that refusals leave whole and an undone write spoils; the row a
  * submission hands back equal to the row read back; a team's reservations written once per
- * batch, exact across teams and changes to the team's row. */
+ * batch, exact across teams and changes to the team's row; an optimistic batch's new tasks
+ * inserted together, in chunks, as the rows handed back, and a taken id that spoils it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/store.h"
+#include "server/store_internal.h"
 #include "server/store_recon.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
@@ -304,6 +306,116 @@ TEST(store_batch_optimistic_spoiled_then_decided_with_savepoints)
 	CHECK_INT(tasks_seen_by(s), 3);
 	CHECK_INT(reserved_mem(s, "alpha"), 3072);
 	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM idempotency_keys WHERE key = 'old'"), 1);
+	check_counts(s);
+}
+
+/* An optimistic batch's new tasks are inserted together by store_batch_write (40: a chunk of
+ * 32 and one of 8): each as the row its decision handed back, with its outbox row and its
+ * submitted event (the key in its detail), seqs in the order decided; a refusal among them
+ * leaves no row. */
+TEST(store_batch_optimistic_writes_its_new_tasks_together)
+{
+	const char *db = h_path("w.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 40 * 1024, 100000, NULL, 1, &created), 0);
+	enum { N = 40 };
+	struct task *rows[N], *back = gwb_malloc(sizeof *back);
+	t_defer(gwb_free, back);
+	struct task_req one = req_of("alpha", 1024), big = req_of("alpha", 1 << 20);
+	struct submit_result r;
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	for (int i = 0; i < N; i++) {
+		rows[i] = gwb_malloc(sizeof *rows[i]);
+		t_defer(gwb_free, rows[i]);
+		char key[16];
+		snprintf(key, sizeof key, "k%d", i);
+		CHECK_INT(store_task_submit_row(s, &one, i % 3 ? NULL : key, "fp", 100 + i, 100000,
+						&r, rows[i]),
+			  0);
+		if (i == N / 2)
+			CHECK_INT(store_task_submit_row(s, &big, NULL, "fp", 100, 100000, &r, back),
+				  GWB_EQUOTA);
+	}
+	/* Not in the table before the write. */
+	CHECK_INT(store_task_load(s, rows[0]->id, back), GWB_ENOTFOUND);
+	CHECK_INT(store_batch_write(s), 0);
+	CHECK_INT(store_batch_spoiled(s), 0);
+	for (int i = 0; i < N; i++) {
+		CHECK_INT(store_task_load(s, rows[i]->id, back), 0);
+		rows_same(rows[i], back);
+		if (i)
+			CHECK_INT(rows[i]->seq, rows[i - 1]->seq + 1);
+	}
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM tasks"), N);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM outbox o JOIN tasks t ON t.id = o.task_id "
+				"AND t.team = o.team AND o.kind = 'create' AND o.created_at = "
+				"t.created_at AND o.published_at IS NULL"),
+		  N);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM task_events e JOIN tasks t ON t.id = "
+				"e.task_id AND e.type = 'submitted' AND e.to_state = 'queued' AND "
+				"e.from_state IS NULL AND e.ts = t.created_at"),
+		  N);
+	char sql[256];
+	snprintf(sql, sizeof sql,
+		 "SELECT count(*) FROM task_events WHERE task_id = '%s' AND detail = "
+		 "'{\"idempotency_key\":\"k3\",\"reserved_gpu_core_percent\":10,"
+		 "\"reserved_gpu_memory_mib\":1024}'",
+		 rows[3]->id);
+	CHECK_INT(h_sql_int(db, sql), 1);
+	snprintf(sql, sizeof sql,
+		 "SELECT count(*) FROM task_events WHERE task_id = '%s' AND detail = "
+		 "'{\"reserved_gpu_core_percent\":10,\"reserved_gpu_memory_mib\":1024}'",
+		 rows[4]->id);
+	CHECK_INT(h_sql_int(db, sql), 1);
+	CHECK_INT(reserved_mem(s, "alpha"), N * 1024);
+	check_counts(s);
+}
+
+/* A new task whose id turns out taken when the batch writes its rows spoils the batch: run
+ * again with savepoints, each insert runs at once and draws another id. */
+TEST(store_batch_write_of_a_taken_id_spoils_the_batch)
+{
+	const char *db = h_path("id.db");
+	struct store *s = open_store(db, 0);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 1 << 20, 100000, NULL, 1, &created), 0);
+	struct task *rows[3];
+	for (int i = 0; i < 3; i++) {
+		rows[i] = gwb_malloc(sizeof *rows[i]);
+		t_defer(gwb_free, rows[i]);
+	}
+	struct task_req one = req_of("alpha", 1024);
+	struct submit_result r;
+	for (int round = 0; round < 2; round++) {
+		int optimistic = round == 0;
+		CHECK_INT(optimistic ? store_batch_begin_optimistic(s) : store_batch_begin(s), 0);
+		for (int i = 0; i < 3; i++)
+			CHECK_INT(store_task_submit_row(s, &one, NULL, "fp", 100, 100000, &r, rows[i]),
+				  0);
+		if (optimistic) {
+			/* Another task took the second one's id meanwhile. */
+			char sql[512];
+			snprintf(sql, sizeof sql,
+				 "INSERT INTO tasks (id, team, state, name, gpu_memory_mib, "
+				 "gpu_core_percent, gpu_count, duration_seconds, qos, experiment, "
+				 "job_name, created_at, updated_at) VALUES ('%s', 'alpha', 'failed', "
+				 "'x', 1, 1, 1, 60, 'LS', 'normal', 'j', 1, 1)",
+				 rows[1]->id);
+			CHECK(sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK);
+		}
+		CHECK_INT(store_batch_write(s), 0);
+		CHECK_INT(store_batch_spoiled(s), optimistic);
+		if (optimistic)
+			store_batch_rollback(s);
+	}
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM tasks"), 3);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM outbox"), 3);
+	CHECK_INT(reserved_mem(s, "alpha"), 3 * 1024);
 	check_counts(s);
 }
 
