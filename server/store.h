@@ -266,6 +266,8 @@ int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
  * ASCII order): 8 of the time in ms, so ids sort by creation and a batch's index inserts stay
  * on the same pages, then 4 random ones (20 bits; the insert retries an equal id). */
 void store_new_task_id(char out[16]);
+/* How many leading characters of a task id are its time: "t-" and 8. */
+#define STORE_TASK_ID_TIME 10
 
 /* ---- intents (server/store_outbox.c) ---- */
 

@@ -231,12 +231,19 @@ static void submitted_detail(struct jw *w, const struct task *t)
 	jw_raw(w, "", 1);
 }
 
-/* 1 when a new task of the open batch already has id. */
+/* 1 when a new task of the open batch already has id. Ids begin with the millisecond they
+ * were drawn in (store_new_task_id) and the batch's are drawn in order, so only the last ones,
+ * of the same millisecond, can be equal; should the clock step back, the insert's own check
+ * still finds an equal id (store_batch_write). */
 static int id_pending(const struct store *s, const char *id)
 {
-	for (int i = 0; i < s->nrows; i++)
-		if (strcmp(s->new_rows[i]->id, id) == 0)
+	for (int i = s->nrows - 1; i >= 0; i--) {
+		const char *other = s->new_rows[i]->id;
+		if (memcmp(other, id, STORE_TASK_ID_TIME) != 0)
+			return 0;
+		if (strcmp(other, id) == 0)
 			return 1;
+	}
 	return 0;
 }
 
