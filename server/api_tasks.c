@@ -358,8 +358,13 @@ static void submit_reply(struct req *r, void *arg, int commit_rc)
 		return http_reply_store_error(r, commit_rc, "the submission could not be stored");
 	if (c->rc)
 		return reply_submit_error(r, c->rc, &c->q, &c->res);
-	char loc[64];
-	snprintf(loc, sizeof loc, "/v1/tasks/%s", c->res.task_id);
+	/* "/v1/tasks/<id>" without a format to parse (res.task_id holds at most 31 bytes). */
+	static const char prefix[] = "/v1/tasks/";
+	char loc[sizeof prefix + sizeof c->res.task_id];
+	size_t n = strnlen(c->res.task_id, sizeof c->res.task_id - 1);
+	memcpy(loc, prefix, sizeof prefix - 1);
+	memcpy(loc + sizeof prefix - 1, c->res.task_id, n);
+	loc[sizeof prefix - 1 + n] = '\0';
 	http_add_header(r, "Location", loc);
 	if (c->res.replayed) {
 		http_add_header(r, "Idempotent-Replayed", "true");

@@ -76,7 +76,18 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len)
 
 char *task_job_name(const char *task_id, char *out, size_t len)
 {
-	snprintf(out, len, "gwb-%s", task_id);
+	/* What snprintf(out, len, "gwb-%s", task_id) writes, without a format to parse: once
+	 * per submission. */
+	static const char prefix[] = "gwb-";
+	if (!len)
+		return out;
+	size_t n = strlen(task_id), p = sizeof prefix - 1;
+	size_t room = len - 1;
+	size_t take_p = p < room ? p : room;
+	memcpy(out, prefix, take_p);
+	size_t take_id = n < room - take_p ? n : room - take_p;
+	memcpy(out + take_p, task_id, take_id);
+	out[take_p + take_id] = '\0';
 	return out;
 }
 

@@ -104,6 +104,12 @@ TEST(task_job_name_and_back)
 {
 	char name[64], id[32];
 	CHECK_STR(task_job_name("t-abc123", name, sizeof name), "gwb-t-abc123");
+	/* Cut short as snprintf would cut it. */
+	for (size_t len = 1; len <= 14; len++) {
+		char cut[16], want[16];
+		snprintf(want, len, "gwb-%s", "t-abc123");
+		CHECK_STR(task_job_name("t-abc123", cut, len), want);
+	}
 	CHECK_INT(task_of_name(name, 0, id, sizeof id), 0);
 	CHECK_STR(id, "t-abc123");
 	CHECK_INT(task_of_name("gwb-t-abc123-x7k2p", 1, id, sizeof id), 0);
