@@ -45,9 +45,30 @@ void http_add_header(struct req *r, const char *name, const char *value)
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
 }
 
+static int ascii_lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
 const char *http_header(struct req *r, const char *name)
 {
-	return evhttp_find_header(evhttp_request_get_input_headers(r->ev), name);
+	/* evhttp_find_header's lookup, ASCII case-insensitive, without its call per character:
+	 * the first letter rules out most headers. */
+	struct evkeyvalq *headers = evhttp_request_get_input_headers(r->ev);
+	struct evkeyval *kv;
+	int first = ascii_lower((unsigned char)name[0]);
+	TAILQ_FOREACH(kv, headers, next) {
+		if (ascii_lower((unsigned char)kv->key[0]) != first)
+			continue;
+		const char *a = kv->key, *b = name;
+		while (*a && ascii_lower((unsigned char)*a) == ascii_lower((unsigned char)*b)) {
+			a++;
+			b++;
+		}
+		if (!*a && !*b)
+			return kv->value;
+	}
+	return NULL;
 }
 
 /* Free heap kept rather than given back to the kernel (see http_start): 16 MiB. */

@@ -171,6 +171,33 @@ TEST(api_submit_body_with_escapes_reads_as_a_plain_one)
 	h_server_stop(&s);
 }
 
+/* Header names in any case: the body's type and the key are found as well. */
+TEST(api_header_names_are_case_insensitive)
+{
+	struct h_server s;
+	start(&s, 10240, 400);
+	struct h_resp r;
+	const char *lower[] = { "content-type: application/json", "idempotency-key: case-1",
+				NULL };
+	h_req(&r, "POST", url_of(&s), "/v1/tasks", ALPHA, LAB_TASK, lower);
+	CHECK_INT(r.status, 201);
+	char id[32];
+	snprintf(id, sizeof id, "%s", jstr(r.json, "id"));
+	h_resp_free(&r);
+	const char *upper[] = { "CONTENT-TYPE: application/json", "IDEMPOTENCY-KEY: case-1",
+				NULL };
+	h_req(&r, "POST", url_of(&s), "/v1/tasks", ALPHA, LAB_TASK, upper);
+	CHECK_INT(r.status, 200);
+	CHECK_STR(jstr(r.json, "id"), id);
+	CHECK_STR(h_header(&r, "Idempotent-Replayed"), "true");
+	h_resp_free(&r);
+	const char *text[] = { "CONTENT-type: text/plain", NULL };
+	h_req(&r, "POST", url_of(&s), "/v1/tasks", ALPHA, LAB_TASK, text);
+	CHECK_INT(r.status, 415);
+	h_resp_free(&r);
+	h_server_stop(&s);
+}
+
 TEST(api_request_larger_than_any_card_is_accepted_within_quota)
 {
 	struct h_server s;
