@@ -366,23 +366,29 @@ static const char *const rows_group[ROWS_TABLES] = {
 };
 
 /* The text of table's INSERT of 1 << size_log rows (the statement cache knows a text by its
- * address: each is built once, into its own buffer). */
+ * address: each is built once, into its own buffer), or NULL when it does not fit. */
 static const char *rows_sql(int table, int size_log)
 {
 	static char sql[ROWS_TABLES][ROWS_SIZES][3072];
 	char *b = sql[table][size_log];
 	if (!b[0]) {
-		size_t len = 0;
-		len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, "%s", rows_head[table]);
-		for (int i = 0; i < 1 << size_log; i++)
+		size_t len = (size_t)snprintf(b, sizeof sql[0][0], "%s", rows_head[table]);
+		for (int i = 0; i < 1 << size_log && len < sizeof sql[0][0]; i++)
 			len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, "%s%s",
 						i ? ", " : "", rows_group[table]);
+		if (len >= sizeof sql[0][0]) {
+			b[0] = '\0';
+			log_error("store", "rows_sql_too_long", "table=%d rows=%d", table,
+				  1 << size_log);
+			return NULL;
+		}
 	}
 	return b;
 }
 
-/* SQLITE_DONE, or the step's failure as the store's error: GWB_ECONFLICT for a constraint
- * (a task id taken). */
+/* 0, or the step's failure as the store's error: GWB_ECONFLICT for a constraint (a task id
+ * taken, nearly always: the batch is then decided again, where the insert that fails undoes
+ * only its own decision, whatever the constraint). */
 static int rows_step(struct store *s, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
@@ -396,7 +402,8 @@ static int rows_step(struct store *s, sqlite3_stmt *st)
 static int rows_insert(struct store *s, struct task *const *rows, int size_log)
 {
 	int n = 1 << size_log;
-	sqlite3_stmt *st = store_stmt(s, rows_sql(ROWS_TASKS, size_log));
+	const char *sql = rows_sql(ROWS_TASKS, size_log);
+	sqlite3_stmt *st = sql ? store_stmt(s, sql) : NULL;
 	if (!st)
 		return GWB_EDB;
 	int idx = 1;
@@ -410,7 +417,7 @@ static int rows_insert(struct store *s, struct task *const *rows, int size_log)
 	int rc = rows_step(s, st);
 	if (rc)
 		return rc;
-	if (!(st = store_stmt(s, rows_sql(ROWS_OUTBOX, size_log))))
+	if (!(sql = rows_sql(ROWS_OUTBOX, size_log)) || !(st = store_stmt(s, sql)))
 		return GWB_EDB;
 	idx = 1;
 	for (int k = 0; k < n; k++) {
@@ -430,7 +437,7 @@ static int rows_insert(struct store *s, struct task *const *rows, int size_log)
 	}
 	if (!jw_ok(w))
 		return GWB_EINVAL;
-	if (!(st = store_stmt(s, rows_sql(ROWS_EVENTS, size_log))))
+	if (!(sql = rows_sql(ROWS_EVENTS, size_log)) || !(st = store_stmt(s, sql)))
 		return GWB_EDB;
 	idx = 1;
 	for (int k = 0; k < n; k++) {
