@@ -960,8 +960,9 @@ void store_new_task_id(char out[16])
 	out[14] = '\0';
 }
 
-int store_event_add_text(struct store *s, const char *task_id, int64_t now_ms, const char *type,
-			 const char *from_state, const char *to_state, const char *detail)
+/* store_event_add with the detail already as JSON text (NULL for none). */
+static int event_add_text(struct store *s, const char *task_id, int64_t now_ms, const char *type,
+			  const char *from_state, const char *to_state, const char *detail)
 {
 	sqlite3_stmt *st = store_stmt(s, "INSERT INTO task_events (task_id, ts, type, from_state, "
 					 "to_state, detail) VALUES (?, ?, ?, ?, ?, ?)");
@@ -993,7 +994,7 @@ int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const 
 			d = heap = jx_dump(detail);
 		}
 	}
-	int rc = store_event_add_text(s, task_id, now_ms, type, from_state, to_state, d);
+	int rc = event_add_text(s, task_id, now_ms, type, from_state, to_state, d);
 	gwb_free(heap);
 	return rc;
 }

@@ -177,9 +177,6 @@ int store_rc_err(struct store *s, int rc);
 int store_step_done(struct store *s, sqlite3_stmt *st);
 /* Appends an event to the task's history inside the caller's transaction. detail may be NULL
  * (borrowed). 0 or GWB_EDB. */
-/* store_event_add with the detail already as JSON text (NULL for none). */
-int store_event_add_text(struct store *s, const char *task_id, int64_t now_ms, const char *type,
-			 const char *from_state, const char *to_state, const char *detail);
 int store_event_add(struct store *s, const char *task_id, int64_t now_ms, const char *type,
 		    const char *from_state, const char *to_state, const json_t *detail);
 /* Reads task id's state inside the caller's transaction. 0, GWB_ENOTFOUND or GWB_EDB (also

@@ -284,6 +284,8 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 	return 0;
 }
 
+static int trail_insert(struct store *s, struct task *const *rows, int size_log);
+
 /* The writes of an accepted submission, after the checks. Inside an optimistic batch (when
  * the caller's row outlives the batch: may_defer) the task, its outbox row and its event are
  * written later, by store_batch_write. */
@@ -326,25 +328,8 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 		if ((rc = store_step_done(s, st)))
 			return rc;
 	}
-	if (defer)
-		return 0;
-
-	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
-			   "VALUES (?, ?, 'create', 1, ?)");
-	if (!st)
-		return GWB_EDB;
-	store_bind_text_until_step(st, 1, id);
-	store_bind_text_until_step(st, 2, req->team);
-	sqlite3_bind_int64(st, 3, now_ms);
-	if ((rc = store_step_done(s, st)))
-		return rc;
-
-	struct jw *w = &s->submit_detail;
-	jw_reset(w);
-	submitted_detail(w, t);
-	return jw_ok(w) ? store_event_add_text(s, id, now_ms, "submitted", NULL,
-					       task_state_name(TASK_QUEUED), w->buf)
-			: GWB_EINVAL;
+	/* Its outbox row and its event, as a batch writes them (store_batch_write). */
+	return defer ? 0 : trail_insert(s, &t, 0);
 }
 
 /* Up to ROWS_MAX new tasks per statement (and as many outbox rows and events): a statement
@@ -398,34 +383,21 @@ static int rows_step(struct store *s, sqlite3_stmt *st)
 	return rc == SQLITE_CONSTRAINT ? GWB_ECONFLICT : store_rc_err(s, rc);
 }
 
-/* Inserts n = 1 << size_log new tasks with their outbox rows and events. */
-static int rows_insert(struct store *s, struct task *const *rows, int size_log)
+/* The outbox rows and submitted events of n = 1 << size_log new tasks, inserted already. */
+static int trail_insert(struct store *s, struct task *const *rows, int size_log)
 {
 	int n = 1 << size_log;
-	const char *sql = rows_sql(ROWS_TASKS, size_log);
-	sqlite3_stmt *st = sql ? store_stmt(s, sql) : NULL;
-	if (!st)
-		return GWB_EDB;
-	int idx = 1;
-	for (int k = 0; k < n; k++) {
-		const struct task *t = rows[k];
-		sqlite3_bind_int64(st, idx++, t->seq);
-		store_bind_text_until_step(st, idx++, task_state_name(t->state));
-		sqlite3_bind_int64(st, idx++, t->updated_at);
-		TASK_COLUMNS(INS_BIND)
-	}
-	int rc = rows_step(s, st);
-	if (rc)
-		return rc;
+	const char *sql;
+	sqlite3_stmt *st;
+	int idx = 1, rc;
 	if (!(sql = rows_sql(ROWS_OUTBOX, size_log)) || !(st = store_stmt(s, sql)))
 		return GWB_EDB;
-	idx = 1;
 	for (int k = 0; k < n; k++) {
 		store_bind_text_until_step(st, idx++, rows[k]->id);
 		store_bind_text_until_step(st, idx++, rows[k]->team);
 		sqlite3_bind_int64(st, idx++, rows[k]->created_at);
 	}
-	if ((rc = rows_step(s, st)))
+	if ((rc = store_step_done(s, st)))
 		return rc;
 	/* The events' details one after the other in one buffer, each ended by its NUL. */
 	struct jw *w = &s->submit_detail;
@@ -447,7 +419,27 @@ static int rows_insert(struct store *s, struct task *const *rows, int size_log)
 		store_bind_text_until_step(st, idx++, task_state_name(TASK_QUEUED));
 		store_bind_text_until_step(st, idx++, w->buf + at[k]);
 	}
-	return rows_step(s, st);
+	return store_step_done(s, st);
+}
+
+/* Inserts n = 1 << size_log new tasks with their outbox rows and events. */
+static int rows_insert(struct store *s, struct task *const *rows, int size_log)
+{
+	int n = 1 << size_log;
+	const char *sql = rows_sql(ROWS_TASKS, size_log);
+	sqlite3_stmt *st = sql ? store_stmt(s, sql) : NULL;
+	if (!st)
+		return GWB_EDB;
+	int idx = 1;
+	for (int k = 0; k < n; k++) {
+		const struct task *t = rows[k];
+		sqlite3_bind_int64(st, idx++, t->seq);
+		store_bind_text_until_step(st, idx++, task_state_name(t->state));
+		sqlite3_bind_int64(st, idx++, t->updated_at);
+		TASK_COLUMNS(INS_BIND)
+	}
+	int rc = rows_step(s, st);
+	return rc ? rc : trail_insert(s, rows, size_log);
 }
 
 int store_batch_write(struct store *s)
