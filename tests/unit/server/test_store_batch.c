@@ -371,6 +371,16 @@ TEST(store_batch_optimistic_writes_its_new_tasks_together)
 		 rows[4]->id);
 	CHECK_INT(h_sql_int(db, sql), 1);
 	CHECK_INT(reserved_mem(s, "alpha"), N * 1024);
+	/* Rows its caller did not write are written by the COMMIT. */
+	CHECK_INT(store_team_put(s, "alpha", (N + 2) * 1024, 100000, NULL, 1, &created), 0);
+	CHECK_INT(store_batch_begin_optimistic(s), 0);
+	CHECK_INT(store_task_submit_row(s, &one, NULL, "fp", 500, 100000, &r, rows[0]), 0);
+	CHECK_INT(store_task_submit_row(s, &one, NULL, "fp", 500, 100000, &r, rows[1]), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM tasks"), N + 2);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM outbox"), N + 2);
+	CHECK_INT(store_task_load(s, rows[1]->id, back), 0);
+	rows_same(rows[1], back);
 	check_counts(s);
 }
 
