@@ -57,18 +57,35 @@ static const char *skip_ws(const char *p, const char *end)
 	return p;
 }
 
+/* 1 for the bytes a string may hold as they are: printable ASCII (0x20-0x7e) but '"' (0x22)
+ * and '\\' (0x5c). A row per 16 bytes. */
+const unsigned char jx_plain_byte[256] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 /* A string of printable ASCII with neither '"' nor '\\' from p (at its opening quote): its
  * length, and *after past its closing quote; -1 for anything else. */
 static long plain_string(const char *p, const char *end, const char **after)
 {
 	const char *q = ++p;
-	while (q < end && *q != '"') {
-		unsigned char c = (unsigned char)*q;
-		if (c < 0x20 || c > 0x7e || c == '\\')
-			return -1;
+	while (q < end && jx_plain_byte[(unsigned char)*q])
 		q++;
-	}
-	if (q >= end)
+	if (q >= end || *q != '"')
 		return -1;
 	*after = q + 1;
 	return (long)(q - p);

@@ -27,6 +27,10 @@ struct jx_parse_err {
  * filled. */
 json_t *jx_parse(const char *buf, size_t len, struct jx_parse_err *e);
 
+/* 1 for the bytes a JSON string may hold as they are, unescaped and in any encoding:
+ * printable ASCII but '"' and '\\' (the flat reader's strings, jsonw's plain ones). */
+extern const unsigned char jx_plain_byte[256];
+
 /* Returns 1 when every byte sequence of buf[0..len) is valid UTF-8 (no overlongs, no
  * surrogates, nothing above U+10FFFF); otherwise 0 and *bad_offset (if not NULL). */
 int jx_utf8_valid(const char *buf, size_t len, size_t *bad_offset);
