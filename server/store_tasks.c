@@ -344,10 +344,12 @@ static const char *const rows_head[ROWS_TABLES] = {
 	"INSERT INTO outbox (task_id, team, kind, attempt, created_at) VALUES ",
 	"INSERT INTO task_events (task_id, ts, type, from_state, to_state, detail) VALUES ",
 };
+/* A row's values; %s is the new task's state, a literal like the other values every row
+ * shares (a literal costs the statement less than a parameter bound for each row). */
 static const char *const rows_group[ROWS_TABLES] = {
-	"(?, ?, ?" TASK_COLUMNS(INS_VAL) ")",
+	"(?, '%s', ?" TASK_COLUMNS(INS_VAL) ")",
 	"(?, ?, 'create', 1, ?)",
-	"(?, ?, ?, NULL, ?, ?)",
+	"(?, ?, 'submitted', NULL, '%s', ?)",
 };
 
 /* The text of table's INSERT of 1 << size_log rows (the statement cache knows a text by its
@@ -358,9 +360,14 @@ static const char *rows_sql(int table, int size_log)
 	char *b = sql[table][size_log];
 	if (!b[0]) {
 		size_t len = (size_t)snprintf(b, sizeof sql[0][0], "%s", rows_head[table]);
-		for (int i = 0; i < 1 << size_log && len < sizeof sql[0][0]; i++)
-			len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, "%s%s",
-						i ? ", " : "", rows_group[table]);
+		for (int i = 0; i < 1 << size_log && len < sizeof sql[0][0]; i++) {
+			if (i)
+				len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, ", ");
+			if (len < sizeof sql[0][0])
+				len += (size_t)snprintf(b + len, sizeof sql[0][0] - len,
+							rows_group[table],
+							task_state_name(TASK_QUEUED));
+		}
 		if (len >= sizeof sql[0][0]) {
 			b[0] = '\0';
 			log_error("store", "rows_sql_too_long", "table=%d rows=%d", table,
@@ -415,8 +422,6 @@ static int trail_insert(struct store *s, struct task *const *rows, int size_log)
 	for (int k = 0; k < n; k++) {
 		store_bind_text_until_step(st, idx++, rows[k]->id);
 		sqlite3_bind_int64(st, idx++, rows[k]->created_at);
-		store_bind_text_until_step(st, idx++, "submitted");
-		store_bind_text_until_step(st, idx++, task_state_name(TASK_QUEUED));
 		store_bind_text_until_step(st, idx++, w->buf + at[k]);
 	}
 	return store_step_done(s, st);
@@ -433,8 +438,9 @@ static int rows_insert(struct store *s, struct task *const *rows, int size_log)
 	int idx = 1;
 	for (int k = 0; k < n; k++) {
 		const struct task *t = rows[k];
-		sqlite3_bind_int64(st, idx++, t->seq);
-		store_bind_text_until_step(st, idx++, task_state_name(t->state));
+		if (t->state != TASK_QUEUED)
+			return GWB_EINVAL; /* the text holds a new task's state */
+		sqlite3_bind_int64(st, idx++, t->seq); /* its state is the text's (new_task) */
 		sqlite3_bind_int64(st, idx++, t->updated_at);
 		TASK_COLUMNS(INS_BIND)
 	}
