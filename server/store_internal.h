@@ -93,6 +93,9 @@ struct store {
 	 * commits the running sync covers, and by later commits: 0 for none. Rows from the
 	 * smallest of the last two on are not yet durable, and the relay does not see them. */
 	int64_t ob_txn_min, ob_min_inflight, ob_min_next;
+	/* Every outbox row with a smaller id is published (store_outbox.c): the relay's reads
+	 * start from it. */
+	int64_t ob_low;
 	/* A batch's team (store_tasks.c): the totals of the team its last submission was for,
 	 * as read from the row, and what the batch's submissions have reserved for it since,
 	 * written with one UPDATE when the batch commits or moves to another team, not one per
@@ -122,6 +125,9 @@ int64_t store_outbox_gate(const struct store *s);
 void store_batch_later_end(struct store *s, int committed);
 /* Installs the connection's update hook (store_open does). */
 void store_outbox_hook(struct store *s);
+/* Sets ob_low from the file: the first unpublished outbox row, or the next id when none is
+ * (one scan of the outbox, when the store opens). 0 or GWB_EDB. */
+int store_outbox_low_find(struct store *s);
 
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "

@@ -15,19 +15,45 @@ static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
 	snprintf(dst, len, "%s", t ? t : "");
 }
 
+/* The first outbox row at or after from that is not published, or the next id when there is
+ * none (every row with a smaller one is published, and a new row gets the largest id plus
+ * one: outbox rows are never deleted). With from = 0, a scan of the whole outbox. */
+static int low_from(struct store *s, int64_t from, int64_t *low)
+{
+	sqlite3_stmt *st = store_stmt(
+		s, "SELECT COALESCE((SELECT MIN(id) FROM outbox WHERE id >= ?1 AND published_at IS "
+		   "NULL), (SELECT COALESCE(MAX(id), 0) + 1 FROM outbox))");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, from);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*low = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : GWB_EDB;
+}
+
+int store_outbox_low_find(struct store *s)
+{
+	return low_from(s, 0, &s->ob_low);
+}
+
 int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 {
-	/* The partial index outbox_unpublished keeps this cheap however long the outbox grows. */
+	/* From the first unpublished row on, by id (its primary key): the rows the relay has
+	 * not published, and after a partial failure the few it published past one it could
+	 * not, which the condition skips. */
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
 		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
 		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON t.id = o.task_id "
-		   "WHERE o.published_at IS NULL AND o.id < ? ORDER BY o.id LIMIT ?");
+		   "WHERE o.id >= ? AND o.id < ? AND o.published_at IS NULL ORDER BY o.id LIMIT ?");
 	if (!st)
 		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, s->ob_low);
 	/* Rows of commits not yet durable wait (server/store_sync.c). */
-	sqlite3_bind_int64(st, 1, store_outbox_gate(s));
-	sqlite3_bind_int(st, 2, max);
+	sqlite3_bind_int64(st, 2, store_outbox_gate(s));
+	sqlite3_bind_int(st, 3, max);
 	int n = 0, rc;
 	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct q_intent *in = &out[n++];
@@ -79,14 +105,24 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 		store_rollback(s);
 		return rc;
 	}
-	return store_commit(s);
+	if ((rc = store_commit(s)))
+		return rc;
+	/* Committed: the first unpublished row moves on past those published. Read from the
+	 * file after the commit, so a row is never passed over that is not published there. A
+	 * failed read leaves it where it was, which only makes the next reads longer. */
+	int64_t low;
+	if (low_from(s, s->ob_low, &low) == 0)
+		s->ob_low = low;
+	return 0;
 }
 
 int store_outbox_unpublished_count(struct store *s, int64_t *n)
 {
-	sqlite3_stmt *st = store_stmt(s, "SELECT count(*) FROM outbox WHERE published_at IS NULL");
+	sqlite3_stmt *st = store_stmt(s, "SELECT count(*) FROM outbox WHERE id >= ? AND "
+					 "published_at IS NULL");
 	if (!st)
 		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, s->ob_low);
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		*n = sqlite3_column_int64(st, 0);

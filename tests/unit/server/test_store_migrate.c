@@ -19,6 +19,7 @@
 #include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "queue/codec.h"
 #include "server/store.h"
 #include "server/store_internal.h"
 #include "tests/harness/harness.h"
@@ -138,16 +139,95 @@ TEST(store_migration_8_keeps_ids_and_uses_one_state_index)
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
 			     "('tasks_state', 'tasks_team_state')"),
 		  0);
+	/* (outbox_unpublished, made again here, is gone since 12.) */
 	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
-			     "('tasks_state_team', 'outbox_unpublished', 'task_events_task')"),
-		  3);
+			     "('tasks_state_team', 'task_events_task')"),
+		  2);
 	plan_uses(h, "SELECT id FROM tasks WHERE state IN ('queued', 'running')",
 		  "tasks_state_team");
 	plan_uses(h, "SELECT COUNT(*) FROM tasks WHERE team = 'alpha' AND state IN ('queued', "
 		     "'running')",
 		  "tasks_state_team");
-	plan_uses(h, "SELECT id FROM outbox WHERE published_at IS NULL ORDER BY id",
-		  "outbox_unpublished");
+	sqlite3_close(h);
+}
+
+static void close_store(void *arg)
+{
+	store_close(arg);
+}
+
+/* Ids of the outbox rows the relay would be given now, as text ("3 5"). */
+static void unpublished_ids(struct store *s, char *out, size_t len)
+{
+	struct q_intent in[16];
+	int n = store_outbox_unpublished(s, in, 16);
+	CHECK(n >= 0);
+	out[0] = '\0';
+	for (int i = 0; i < n; i++)
+		snprintf(out + strlen(out), len - strlen(out), "%s%lld", i ? " " : "",
+			 (long long)in[i].id);
+}
+
+TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
+{
+	const char *db = h_path("v11.db");
+	sqlite3 *h = at_version(db, 11);
+	/* Published and not, out of order after the first unpublished one (a partial failure),
+	 * and a last row published. */
+	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		"  VALUES ('alpha', 1, 1, 1, 1);"
+		"INSERT INTO tasks (" TASK_MIN ") VALUES ('t-a', 'alpha', 'queued'" TASK_REST "),"
+		"  ('t-b', 'alpha', 'queued'" TASK_REST "), ('t-c', 'alpha', 'queued'" TASK_REST ");"
+		"INSERT INTO outbox (id, task_id, team, kind, attempt, created_at, published_at,"
+		"  stream_id) VALUES (1, 't-a', 'alpha', 'create', 1, 5, 6, '1-0'),"
+		"  (2, 't-b', 'alpha', 'create', 1, 5, 6, '2-0'),"
+		"  (3, 't-c', 'alpha', 'create', 1, 5, NULL, NULL),"
+		"  (4, 't-a', 'alpha', 'cancel', 1, 5, 6, '4-0'),"
+		"  (5, 't-b', 'alpha', 'cancel', 1, 5, NULL, NULL),"
+		"  (6, 't-c', 'alpha', 'cancel', 1, 5, 7, '6-0');");
+	sqlite3_close(h);
+
+	struct store *s = NULL;
+	char err[256];
+	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
+	t_defer(close_store, s);
+	CHECK_INT(store_schema_version(s), store_schema_latest());
+	char ids[64];
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, "3 5");
+	int64_t n = -1;
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 2);
+	/* Published one by one: the reads move on, and a new row is found after the last. */
+	const char sids[1][48] = {"9-0"};
+	int64_t id = 5;
+	CHECK_INT(store_outbox_published(s, &id, sids, 1, 8), 0);
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, "3");
+	id = 3;
+	CHECK_INT(store_outbox_published(s, &id, sids, 1, 8), 0);
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, "");
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 0);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 100, 100, NULL, 1, &created), 0);
+	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal"};
+	struct submit_result res;
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, "7");
+
+	/* The index is gone, and the relay's read goes by the outbox's primary key. */
+	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name = "
+			     "'outbox_unpublished'"),
+		  0);
+	char p[1024];
+	plan(h, "SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id WHERE o.id >= 3 AND "
+		"o.id < 100 AND o.published_at IS NULL ORDER BY o.id LIMIT 16",
+	     p, sizeof p);
+	CHECKF(strstr(p, "SEARCH o USING INTEGER PRIMARY KEY") != NULL, "%s", p);
 	sqlite3_close(h);
 }
 
