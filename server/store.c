@@ -229,7 +229,7 @@ static const char *const migrations[] = {
 	 * every intent and deleted when it is published, an index insert a submission and a
 	 * delete a publication. The relay publishes in id order, so the unpublished rows are
 	 * those from the first unpublished one on, less the few published out of order after a
-	 * partial failure: the store keeps that first id (store_outbox_low, found by one scan
+	 * partial failure: the store keeps that first id (ob_low, found by one scan
 	 * when it opens, moved on after each publication) and reads the rows from it, by id. */
 	"DROP INDEX outbox_unpublished;",
 };
