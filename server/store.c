@@ -388,6 +388,7 @@ int store_begin(struct store *s)
 		 * counters' moves so far are kept to be restored if it is undone. */
 		memcpy(s->count_sp, s->count_pend, sizeof s->count_sp);
 		memcpy(s->trans_sp, s->trans_pend, sizeof s->trans_sp);
+		s->ob_unpub_sp = s->ob_unpub_pend;
 		s->tp_sp = s->tp;
 		if (s->batch_optimistic) {
 			s->unit_changes = sqlite3_total_changes64(s->db);
@@ -412,6 +413,9 @@ static void counts_settle(struct store *s, int apply)
 				s->trans[f][t] += s->trans_pend[f][t];
 			s->trans_pend[f][t] = 0;
 		}
+	if (apply)
+		s->ob_unpub += s->ob_unpub_pend;
+	s->ob_unpub_pend = 0;
 }
 
 int store_commit(struct store *s)
@@ -467,6 +471,7 @@ void store_rollback(struct store *s)
 			s->batch_spoiled = 1;
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
 		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
+		s->ob_unpub_pend = s->ob_unpub_sp;
 		s->tp = s->tp_sp;
 		s->nrows = s->unit_rows; /* its new task, if it had come so far, is not written */
 		return;
@@ -482,6 +487,7 @@ void store_rollback(struct store *s)
 		}
 		memcpy(s->count_pend, s->count_sp, sizeof s->count_pend);
 		memcpy(s->trans_pend, s->trans_sp, sizeof s->trans_pend);
+		s->ob_unpub_pend = s->ob_unpub_sp;
 		s->tp = s->tp_sp;
 		return;
 	}

@@ -280,7 +280,7 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max);
  * already marked keep their first id). 0, GWB_EBUSY or GWB_EDB. */
 int store_outbox_published(struct store *s, const int64_t *ids, const char (*stream_ids)[48],
 			   int n, int64_t now_ms);
-/* Counts the outbox rows not yet published. 0 or GWB_EDB. */
+/* The number of outbox rows not yet published, kept in memory (counted once at open): 0. */
 int store_outbox_unpublished_count(struct store *s, int64_t *n);
 
 /* Called after a row is inserted into the outbox, inside the writing transaction (so the

@@ -96,6 +96,10 @@ struct store {
 	/* Every outbox row with a smaller id is published (store_outbox.c): the relay's reads
 	 * start from it. */
 	int64_t ob_low;
+	/* The outbox rows not published, counted at open and kept since: the rows the update
+	 * hook saw inserted and the publications' changed rows wait in ob_unpub_pend until
+	 * their COMMIT, as the task counts do (ob_unpub_sp: when the batch's unit began). */
+	int64_t ob_unpub, ob_unpub_pend, ob_unpub_sp;
 	/* A batch's team (store_tasks.c): the totals of the team its last submission was for,
 	 * as read from the row, and what the batch's submissions have reserved for it since,
 	 * written with one UPDATE when the batch commits or moves to another team, not one per

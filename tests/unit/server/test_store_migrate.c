@@ -217,6 +217,37 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	unpublished_ids(s, ids, sizeof ids);
 	CHECK_STR(ids, "7");
+	/* The count kept in memory follows commits only: a batch rolled back adds nothing, a
+	 * decision undone inside a batch neither, a committed one adds its row. */
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 1);
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	store_batch_rollback(s);
+	CHECK_INT(store_batch_begin(s), 0);
+	struct task_req big = q;
+	big.gpu_memory_mib = 1000; /* over the quota: refused, its unit undone */
+	CHECK_INT(store_task_submit(s, &big, NULL, "fp", 10, 100000, &res), GWB_EQUOTA);
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	CHECK_INT(store_batch_commit(s), 0);
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 2);
+	/* Published twice (a redelivered record): counted once. */
+	id = 7;
+	CHECK_INT(store_outbox_published(s, &id, sids, 1, 8), 0);
+	CHECK_INT(store_outbox_published(s, &id, sids, 1, 8), 0);
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 1);
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, "8"); /* the rolled-back row's id went to the committed one */
+	/* A store opened on the file now counts what it holds. */
+	struct store *s2 = NULL;
+	CHECKF(store_open(&s2, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
+	t_defer(close_store, s2);
+	CHECK_INT(store_outbox_unpublished_count(s2, &n), 0);
+	CHECK_INT(n, 1);
+	unpublished_ids(s2, ids, sizeof ids);
+	CHECK_STR(ids, "8");
 
 	/* The index is gone, and the relay's read goes by the outbox's primary key. */
 	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
