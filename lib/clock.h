@@ -9,6 +9,8 @@
 int64_t clock_now_ms(void);
 /* Milliseconds of a monotonic clock, for time-outs and intervals. */
 int64_t clock_mono_ms(void);
+/* Microseconds of the same clock, for durations. */
+int64_t clock_mono_us(void);
 /* Writes "2026-11-30T04:42:43.123Z" into buf. Returns buf. */
 char *clock_fmt_rfc3339_ms(int64_t ms, char *buf, size_t len);
 /* Writes "2026-11-30T04:42:43Z" (second precision, as Kubernetes metadata uses). Returns buf. */

@@ -132,9 +132,15 @@ void api_metrics(struct req *r)
 			       "# TYPE gwb_store_checkpoints_total counter\n"
 			       "gwb_store_checkpoints_total %lld\n"
 			       "# TYPE gwb_store_checkpoints_busy_total counter\n"
-			       "gwb_store_checkpoints_busy_total %lld\n",
+			       "gwb_store_checkpoints_busy_total %lld\n"
+			       "# TYPE gwb_store_checkpoints_thread_total counter\n"
+			       "gwb_store_checkpoints_thread_total %lld\n"
+			       "# TYPE gwb_store_checkpoint_seconds_total counter\n"
+			       "gwb_store_checkpoint_seconds_total{on=\"loop\"} %.6f\n"
+			       "gwb_store_checkpoint_seconds_total{on=\"thread\"} %.6f\n",
 			    (long long)w.wal_bytes, (long long)w.checkpoints,
-			    (long long)w.checkpoints_busy);
+			    (long long)w.checkpoints_busy, (long long)w.checkpoints_thread,
+			    w.loop_seconds, w.thread_seconds);
 	evbuffer_add_printf(b, "# TYPE gwb_alloc_bytes gauge\ngwb_alloc_bytes %zu\n",
 			    gwb_alloc_bytes());
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",

@@ -27,13 +27,16 @@ void api_readyz(struct req *r)
 	struct store_wal_stats w;
 	store_wal_stats(api->store, &w);
 	json_t *store = json_pack(
-		"{s:s, s:s, s:{s:I, s:I, s:b, s:I, s:I, s:I}}", "state",
+		"{s:s, s:s, s:{s:I, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I}}", "state",
 		!store_ok ? "failed" : f.kind != STORE_FAULT_NONE ? store_fault_name(f.kind) : "ok",
 		"path", api->cfg->db, "wal", "bytes", (json_int_t)w.wal_bytes, "max_bytes",
 		(json_int_t)w.wal_max_bytes, "over_bound", w.wal_bytes > w.wal_max_bytes,
 		"checkpoints", (json_int_t)w.checkpoints, "checkpoints_busy",
 		(json_int_t)w.checkpoints_busy, "checkpoints_failed",
-		(json_int_t)w.checkpoints_failed);
+		(json_int_t)w.checkpoints_failed, "checkpoints_thread",
+		(json_int_t)w.checkpoints_thread, "checkpoint_loop_ms",
+		(json_int_t)(w.loop_seconds * 1000), "checkpoint_thread_ms",
+		(json_int_t)(w.thread_seconds * 1000));
 	if (f.kind != STORE_FAULT_NONE) {
 		char since[40];
 		clock_fmt_rfc3339_ms(f.since_ms, since, sizeof since);

@@ -17,7 +17,6 @@
 #include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "lib/alloc.h"
 #include "lib/err.h"
@@ -32,13 +31,6 @@
 static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
 static const double submit_bounds[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
 					0.05,   0.1,   0.25,  0.5,   1,    2.5 };
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void http_add_header(struct req *r, const char *name, const char *value)
 {
@@ -137,7 +129,8 @@ static void reply_buf(struct req *r, int status, struct evbuffer *buf)
 	if (status >= 200 && status < 600)
 		r->api->replies[status / 100]++;
 	if (r->is_submit)
-		api_hist_observe(&r->api->submit_seconds, (double)(mono_us() - r->t0_us) / 1e6);
+		api_hist_observe(&r->api->submit_seconds,
+				 (double)(clock_mono_us() - r->t0_us) / 1e6);
 	evhttp_send_reply(r->ev, status, NULL, buf);
 	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
 	evbuffer_free(buf);
@@ -650,7 +643,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 {
 	struct req r;
 	memset(&r, 0, sizeof r);
-	r.t0_us = mono_us();
+	r.t0_us = clock_mono_us();
 	r.ev = ev;
 	r.api = arg;
 	r.method = evhttp_request_get_command(ev);

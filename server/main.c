@@ -37,6 +37,7 @@ struct server {
 	struct reconciler *recon; /* NULL when no Kubernetes API is configured */
 	struct api_ctx api;
 	struct event *cron_timer;
+	struct event *ckpt_ev; /* the checkpoint thread's results */
 	struct event *sig_term, *sig_int;
 	int64_t idem_purged_ms;   /* last idempotency-key purge */
 	int64_t batches_seen;     /* api.batches at the last tick: none since means idle */
@@ -77,6 +78,26 @@ static int cron_add(void *host, server_cron_fn fn, void *arg)
 	return 0;
 }
 
+/* A checkpoint's outcome: logged when checkpoints start failing, not on every tick while a
+ * disk stays full. */
+static void checkpoint_outcome(struct server *srv, int rc, const char *msg)
+{
+	if (rc && rc != GWB_EBUSY && !srv->checkpoint_failing)
+		log_warn("store", "checkpoint_failed", "error=%s db=%s", err_name(rc), log_q(msg));
+	if (rc != GWB_EBUSY)
+		srv->checkpoint_failing = rc != 0;
+}
+
+static void on_checkpointed(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct server *srv = arg;
+	char msg[200];
+	int rc = store_ckpt_done(srv->store, msg, sizeof msg);
+	checkpoint_outcome(srv, rc, msg);
+}
+
 static void on_cron(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -91,19 +112,19 @@ static void on_cron(evutil_socket_t fd, short what, void *arg)
 	}
 	for (int i = 0; i < srv->ncron; i++)
 		srv->cron[i].fn(srv->cron[i].arg, now);
-	/* Checkpoints run here, never inside a request's COMMIT: PASSIVE while work goes on,
-	 * TRUNCATE (the WAL file emptied) once a tick passed without a write batch. */
+	/* Checkpoints start here, never inside a request's COMMIT: PASSIVE ones on the
+	 * checkpoint thread while work goes on, TRUNCATE (the WAL file emptied) on the loop
+	 * once a tick passed without a write batch and the thread is not at one. */
 	int idle = srv->api.batches == srv->batches_seen;
 	srv->batches_seen = srv->api.batches;
 	struct store_wal_stats w;
 	store_wal_stats(srv->store, &w);
-	int rc = w.wal_bytes > 0 ? store_checkpoint(srv->store, idle) : 0;
-	/* Logged when checkpoints start failing, not on every tick while a disk stays full. */
-	if (rc && rc != GWB_EBUSY && !srv->checkpoint_failing)
-		log_warn("store", "checkpoint_failed", "error=%s db=%s", err_name(rc),
-			 log_q(store_errmsg(srv->store)));
-	if (rc != GWB_EBUSY)
-		srv->checkpoint_failing = rc != 0;
+	if (w.wal_bytes <= 0 || store_ckpt_running(srv->store))
+		return;
+	int rc = idle ? store_checkpoint(srv->store, 1) : store_checkpoint_later(srv->store);
+	/* The thread's outcome arrives later (on_checkpointed); the loop's is known now. */
+	if (idle || !srv->ckpt_ev || rc)
+		checkpoint_outcome(srv, rc, store_errmsg(srv->store));
 }
 
 /* /readyz: every registered dependency's state. */
@@ -225,6 +246,17 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: store: %s\n", err);
 		return 1;
 	}
+	/* PASSIVE checkpoints on a thread of their own (server/store_ckpt.c); without it the
+	 * housekeeping timer runs them on the loop, as the WAL's bound always does. */
+	int rc = store_ckpt_start(srv->store);
+	if (rc == 0) {
+		srv->ckpt_ev = event_new(srv->base, store_ckpt_fd(srv->store),
+					 EV_READ | EV_PERSIST, on_checkpointed, srv);
+		event_add(srv->ckpt_ev, NULL);
+	} else {
+		log_warn("store", "checkpoint_thread_off", "error=%s reason=%s", err_name(rc),
+			 log_q("checkpoints run on the loop"));
+	}
 	struct server_hooks hooks = { health_add, cron_add, srv };
 	struct api_ctx *api = &srv->api;
 	api->base = srv->base;
@@ -248,7 +280,7 @@ static int server_run(struct server *srv)
 		return 1;
 	}
 	struct reconciler_ctx rctx = { srv->base, cfg, srv->store, srv->intents != NULL, hooks };
-	int rc = reconciler_new(&srv->recon, &rctx, err, sizeof err);
+	rc = reconciler_new(&srv->recon, &rctx, err, sizeof err);
 	if (rc < 0) {
 		fprintf(stderr, "gwb-server: kubernetes: %s\n", err);
 		return 2;

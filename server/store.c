@@ -626,13 +626,8 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
 	return SQLITE_OK;
 }
 
-int store_checkpoint(struct store *s, int truncate)
+int store_checkpoint_counted(struct store *s, int rc, int log, int done, int truncate)
 {
-	int log = 0, done = 0;
-	int rc = sqlite3_wal_checkpoint_v2(s->db, NULL,
-					   truncate ? SQLITE_CHECKPOINT_TRUNCATE
-						    : SQLITE_CHECKPOINT_PASSIVE,
-					   &log, &done);
 	s->checkpoints++;
 	if (rc == SQLITE_BUSY || (rc == SQLITE_OK && done < log)) {
 		s->checkpoint_busy++;
@@ -652,10 +647,36 @@ int store_checkpoint(struct store *s, int truncate)
 	return 0;
 }
 
+int store_checkpoint(struct store *s, int truncate)
+{
+	int log = 0, done = 0;
+	int64_t t0 = clock_mono_us();
+	int rc = sqlite3_wal_checkpoint_v2(s->db, NULL,
+					   truncate ? SQLITE_CHECKPOINT_TRUNCATE
+						    : SQLITE_CHECKPOINT_PASSIVE,
+					   &log, &done);
+	s->ckpt_loop_us += clock_mono_us() - t0;
+	return store_checkpoint_counted(s, rc, log, done, truncate);
+}
+
+/* Above the bound the loop checkpoints at once: what the checkpoint thread has not copied
+ * yet is copied here, and the next commit starts the WAL over (store_ckpt.c). While the
+ * thread's checkpoint runs this one would only find it busy: the next commit tries again.
+ * Below it the thread is asked each time the WAL grew by an eighth of the bound, so that
+ * little is left for the loop when the bound is reached (and a thread's checkpoint that
+ * ends between two commits lets the next one start the WAL over before). */
 void store_wal_bound(struct store *s)
 {
+	if (store_ckpt_running(s))
+		return;
+	if (s->wal_pages < s->ckpt_asked_pages)
+		s->ckpt_asked_pages = 0; /* the WAL started over */
 	if (s->wal_pages * s->page_size > s->wal_max_bytes)
 		store_checkpoint(s, 0);
+	else if (s->ckpt &&
+		 (s->wal_pages - s->ckpt_asked_pages) * s->page_size > s->wal_max_bytes / 8 &&
+		 store_checkpoint_later(s) == 0)
+		s->ckpt_asked_pages = s->wal_pages;
 }
 
 void store_wal_stats(struct store *s, struct store_wal_stats *out)
@@ -665,6 +686,8 @@ void store_wal_stats(struct store *s, struct store_wal_stats *out)
 	out->checkpoints = s->checkpoints;
 	out->checkpoints_busy = s->checkpoint_busy;
 	out->checkpoints_failed = s->checkpoint_failed;
+	out->loop_seconds = (double)s->ckpt_loop_us / 1e6;
+	store_ckpt_stats(s, &out->checkpoints_thread, &out->thread_seconds);
 }
 
 void store_task_counts(struct store *s, int64_t *counts)
@@ -897,6 +920,7 @@ void store_close(struct store *s)
 	if (!s)
 		return;
 	store_sync_stop(s);
+	store_ckpt_stop(s);
 	for (int i = 0; i < s->ncache; i++)
 		sqlite3_finalize(s->cache[i].stmt);
 	sqlite3_close(s->db);

@@ -171,14 +171,36 @@ int store_synchronous(struct store *s);
  * checkpoints_failed; it does not set the store's fault, which writes alone set and clear),
  * or GWB_EDB. */
 int store_checkpoint(struct store *s, int truncate);
-/* Runs a PASSIVE checkpoint when the WAL is above its bound. */
+/* After a commit: above the WAL's bound a PASSIVE checkpoint on the caller's thread (which
+ * lets the next commit start the WAL over); above a quarter of it, with the checkpoint thread
+ * started, one asked of the thread. Nothing while the thread's runs. */
 void store_wal_bound(struct store *s);
+
+/* Checkpoints off the caller's thread (server/store_ckpt.c): a thread with a connection of
+ * its own runs PASSIVE checkpoints beside the caller's commits. store_ckpt_start starts it
+ * (0; GWB_EINVAL for a database without a file, GWB_EDB or GWB_EIO when it cannot).
+ * store_checkpoint_later asks it for one: 0, or GWB_EBUSY while one runs (without the thread
+ * it is store_checkpoint(s, 0)). When one ends store_ckpt_fd() turns readable and the owner
+ * calls store_ckpt_done, which counts it as store_checkpoint counts its own and returns its
+ * outcome (0 also when nothing ended), with SQLite's message in msg. store_ckpt_running: one
+ * runs now (store_checkpoint would find the WAL busy). store_close stops the thread. */
+int store_ckpt_start(struct store *s);
+void store_ckpt_stop(struct store *s);
+int store_ckpt_fd(const struct store *s);
+int store_ckpt_running(const struct store *s);
+int store_checkpoint_later(struct store *s);
+int store_ckpt_done(struct store *s, char *msg, size_t len);
+/* The checkpoints the thread ran, and the time they took in seconds. */
+void store_ckpt_stats(const struct store *s, int64_t *count, double *seconds);
 struct store_wal_stats {
 	int64_t wal_bytes;        /* frames in the WAL after the last commit or checkpoint */
 	int64_t wal_max_bytes;    /* the bound */
 	int64_t checkpoints;      /* checkpoints run */
 	int64_t checkpoints_busy; /* of which could not finish */
 	int64_t checkpoints_failed; /* of which the storage refused (GWB_EUNAVAIL) */
+	int64_t checkpoints_thread; /* of all, those the checkpoint thread ran */
+	double loop_seconds;        /* time the caller's thread spent in checkpoints */
+	double thread_seconds;      /* time the checkpoint thread spent in them */
 };
 /* Fills out with the WAL's figures (from memory: no I/O). */
 void store_wal_stats(struct store *s, struct store_wal_stats *out);

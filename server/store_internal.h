@@ -61,6 +61,7 @@ struct store {
 	int64_t wal_max_bytes;
 	int64_t checkpoints, checkpoint_busy; /* checkpoints run; those that could not finish */
 	int64_t checkpoint_failed;           /* of which the storage refused */
+	int64_t ckpt_loop_us;                /* time store_checkpoint took */
 	/* Tasks by state, kept in memory for /metrics (counted from the table at open); the
 	 * moves of the open transaction wait in count_pend until its COMMIT. */
 	int64_t counts[TASK_NSTATES];
@@ -85,6 +86,8 @@ struct store {
 	 * up to it durable, a batch committed by store_batch_commit_later waits for the sync
 	 * thread. sync is NULL until store_sync_start. */
 	struct store_sync *sync;
+	struct store_ckpt *ckpt; /* the checkpoint thread (store_ckpt.c), NULL until started */
+	int64_t ckpt_asked_pages; /* wal_pages when the thread was last asked (store_wal_bound) */
 	uint64_t commit_seq, durable_seq;
 	uint64_t sync_error_upto; /* commits up to it were covered by a sync that failed */
 	int batch_later;          /* the open batch is store_batch_begin_later's */
@@ -120,6 +123,9 @@ static inline int64_t store_min_id(int64_t a, int64_t b)
 	return !a ? b : !b ? a : a < b ? a : b;
 }
 
+/* Counts a checkpoint's outcome (SQLite's rc, the WAL's frames, those copied) and returns
+ * it as store_checkpoint does. */
+int store_checkpoint_counted(struct store *s, int rc, int log, int done, int truncate);
 /* Marks every commit so far durable (a FULL commit, or a sync that covered them all). */
 void store_durable_all(struct store *s);
 /* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */

@@ -25,10 +25,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/store_internal.h"
@@ -54,13 +54,6 @@ struct sync_result {
 };
 
 /* ---- the thread ---- */
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Opens the WAL (again, when SQLite replaced the file) and syncs its directory the first
  * time. 0 or an errno. */
@@ -101,11 +94,11 @@ static void *sync_main(void *arg)
 			break; /* the loop closed its end: stop */
 		struct sync_result r;
 		memset(&r, 0, sizeof r); /* its padding too: the whole struct goes down the pipe */
-		int64_t t0 = mono_us();
+		int64_t t0 = clock_mono_us();
 		r.err = wal_open(sy);
 		if (r.err == 0 && fdatasync(sy->wal_fd) < 0)
 			r.err = errno;
-		r.us = mono_us() - t0;
+		r.us = clock_mono_us() - t0;
 		ssize_t w;
 		do
 			w = write(sy->res[1], &r, sizeof r);

@@ -5,6 +5,7 @@
  * is kept until a write commits; a failing checkpoint is counted, not taken for the fault; a
  * database that opens read-only is refused. */
 #include <sqlite3.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -375,6 +376,49 @@ TEST(store_fault_checkpoint_refused_is_counted)
 	CHECK_INT(store_checkpoint(s, 1), 0);
 	CHECK_INT(submit(s, 100, &res), 0);
 	check_counts(s, 2);
+}
+
+/* The same refusal met by the checkpoint thread: counted as failed by the owner, with
+ * SQLite's message, and not the store's fault; the next checkpoint, once the storage takes
+ * writes again, succeeds. */
+TEST(store_fault_thread_checkpoint_refused_is_counted)
+{
+	fault_vfs_install();
+	struct store *s = open_store(h_path("t.db"));
+	t_defer(close_store, s);
+	CHECK_INT(store_ckpt_start(s), 0);
+	int created;
+	CHECK_INT(store_team_put(s, "alpha", 10240, 1000, NULL, 1, &created), 0);
+	struct submit_result res;
+	CHECK_INT(submit(s, 100, &res), 0);
+	/* The new file's schema took the WAL past an eighth of its bound: that commit asked the
+	 * thread already. Its checkpoint is let finish, and one more commit leaves frames. */
+	struct pollfd p = { store_ckpt_fd(s), POLLIN, 0 };
+	char msg[200];
+	while (store_ckpt_running(s)) {
+		CHECK_INT(poll(&p, 1, 10000), 1);
+		CHECK_INT(store_ckpt_done(s, msg, sizeof msg), 0);
+	}
+	struct store_wal_stats w;
+	store_wal_stats(s, &w);
+	int64_t before = w.checkpoints_thread;
+	CHECK_INT(submit(s, 100, &res), 0);
+	fail_write = SQLITE_FULL;
+	CHECK_INT(store_checkpoint_later(s), 0);
+	CHECK_INT(poll(&p, 1, 10000), 1);
+	CHECK_INT(store_ckpt_done(s, msg, sizeof msg), GWB_EUNAVAIL);
+	fail_write = 0;
+	t_log("the thread's checkpoint: %s", msg);
+	CHECK(msg[0] != '\0');
+	store_wal_stats(s, &w);
+	CHECK_INT(w.checkpoints_failed, 1);
+	CHECK_INT(w.checkpoints_thread, before + 1);
+	CHECK_INT(fault_of(s), STORE_FAULT_NONE);
+	CHECK_INT(store_checkpoint_later(s), 0);
+	CHECK_INT(poll(&p, 1, 10000), 1);
+	CHECK_INT(store_ckpt_done(s, msg, sizeof msg), 0);
+	CHECK_INT(submit(s, 100, &res), 0);
+	check_counts(s, 3);
 }
 
 /* A database that can only be opened read-only is refused at open, naming the file. */
