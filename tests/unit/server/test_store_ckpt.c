@@ -57,6 +57,15 @@ static int ckpt_wait(struct store *s)
 	return store_ckpt_done(s, msg, sizeof msg);
 }
 
+/* Asks the thread for a checkpoint once the one a commit may have asked for (every 512 KiB
+ * of WAL, store_wal_bound) has ended. */
+static void ckpt_ask(struct store *s)
+{
+	while (store_ckpt_running(s))
+		CHECK_INT(ckpt_wait(s), 0);
+	CHECK_INT(store_checkpoint_later(s), 0);
+}
+
 /* The tasks in a copy of the database file alone, without its WAL: what the checkpoints
  * have put into the file itself. */
 static long long tasks_in_file_alone(const char *db)
@@ -128,7 +137,7 @@ TEST(store_ckpt_commits_go_on_beside_the_thread)
 	for (int round = 0; round < 5; round++) {
 		submit_batch(s, 40);
 		total += 40;
-		CHECK_INT(store_checkpoint_later(s), 0);
+		ckpt_ask(s);
 		for (int i = 0; i < 10; i++) {
 			submit_batch(s, 4); /* while the checkpoint runs, or just after */
 			total += 4;
@@ -137,12 +146,12 @@ TEST(store_ckpt_commits_go_on_beside_the_thread)
 		CHECKF(rc == 0, "checkpoint: %s", err_name(rc));
 	}
 	/* The last one, with nothing committed during it, takes everything. */
-	CHECK_INT(store_checkpoint_later(s), 0);
+	ckpt_ask(s);
 	CHECK_INT(ckpt_wait(s), 0);
 	CHECK_INT(tasks_in_file_alone(db), total);
 	struct store_wal_stats w;
 	store_wal_stats(s, &w);
-	CHECK_INT(w.checkpoints_thread, 6);
+	CHECK(w.checkpoints_thread >= 6);
 	CHECK_INT(w.checkpoints_failed, 0);
 }
 
@@ -174,7 +183,7 @@ TEST(store_ckpt_bound_checkpoints_on_the_callers_thread)
 	CHECK(w.checkpoints_thread >= 1);
 	CHECK(w.checkpoints > w.checkpoints_thread); /* the bound's, on this thread */
 	CHECK(most <= 262144 + 256 * 1024);
-	CHECK_INT(store_checkpoint_later(s), 0);
+	ckpt_ask(s);
 	CHECK_INT(ckpt_wait(s), 0);
 	CHECK_INT(tasks_in_file_alone(db), 60 * 20);
 }
