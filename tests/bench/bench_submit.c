@@ -397,6 +397,10 @@ int main(void)
 	struct result h64[ROUNDS], s64[ROUNDS];
 	double ratio[ROUNDS], p99_max = 0, cpu_s = 0, cpu_h = 0;
 	long long acked = w.ok;
+	double ck0 = metric(s.proc.url, "gwb_store_checkpoints_total");
+	double ckt0 = metric(s.proc.url, "gwb_store_checkpoints_thread_total");
+	double loop0 = metric(s.proc.url, "gwb_store_checkpoint_seconds_total{on=\"loop\"}");
+	double thr0 = metric(s.proc.url, "gwb_store_checkpoint_seconds_total{on=\"thread\"}");
 	for (int i = 0; i < ROUNDS; i++) {
 		char label[64];
 		snprintf(label, sizeof label, "baseline GET /healthz (64 conns) #%d", i + 1);
@@ -409,6 +413,13 @@ int main(void)
 		cpu_h += h64[i].cpu_us / ROUNDS;
 		acked += s64[i].ok;
 	}
+	/* Where the checkpoints of the 64-connection rounds ran, and what they cost there. */
+	double ckt = metric(s.proc.url, "gwb_store_checkpoints_thread_total") - ckt0;
+	double ckl = metric(s.proc.url, "gwb_store_checkpoints_total") - ck0 - ckt;
+	double loop_s =
+	    metric(s.proc.url, "gwb_store_checkpoint_seconds_total{on=\"loop\"}") - loop0;
+	double thr_s =
+	    metric(s.proc.url, "gwb_store_checkpoint_seconds_total{on=\"thread\"}") - thr0;
 	struct result s8 = run_submit("POST /v1/tasks (8 conns)", s.proc.url, port, 8, 12000);
 	struct result h8 = run("baseline GET /healthz (8 conns)", port, 0, 8, 20000);
 	acked += s8.ok;
@@ -424,6 +435,9 @@ int main(void)
 	printf("64 conns: server CPU per submission %.1f us, per /healthz %.1f us (ratio %.2f: "
 	       "the rate ratio the server's CPU alone would allow)\n",
 	       cpu_s, cpu_h, cpu_s > 0 ? cpu_h / cpu_s : 0);
+	printf("64 conns: checkpoints %.0f on the loop (%.1f ms in all), %.0f on the checkpoint "
+	       "thread (%.1f ms)\n",
+	       ckl, loop_s * 1000, ckt, thr_s * 1000);
 	printf("8 conns: %.0f submissions/s (target >= 2750: %s), healthz %.0f/s, ratio %.2f\n",
 	       s8.rate, verdict(s8.rate >= 2750), h8.rate, h8.rate ? s8.rate / h8.rate : 0);
 	printf("server RSS: %ld KiB before, %ld KiB after %lld accepted tasks\n", rss0,
