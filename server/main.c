@@ -346,6 +346,8 @@ int main(int argc, char **argv)
 	intents_stop(srv.intents); /* after the reconciler: it may hold intents being handled */
 	if (srv.cron_timer)
 		event_free(srv.cron_timer);
+	if (srv.ckpt_ev)
+		event_free(srv.ckpt_ev);
 	if (srv.sig_term)
 		event_free(srv.sig_term);
 	if (srv.sig_int)

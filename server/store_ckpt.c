@@ -186,7 +186,7 @@ int store_ckpt_done(struct store *s, char *msg, size_t len)
 	int last = 0;
 	if (msg && len)
 		msg[0] = '\0';
-	for (;;) {
+	while (ck) {
 		struct ckpt_result r;
 		ssize_t n = read(ck->res[0], &r, sizeof r);
 		if (n < 0 && errno == EINTR)
