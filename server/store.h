@@ -172,8 +172,9 @@ int store_synchronous(struct store *s);
  * or GWB_EDB. */
 int store_checkpoint(struct store *s, int truncate);
 /* After a commit: above the WAL's bound a PASSIVE checkpoint on the caller's thread (which
- * lets the next commit start the WAL over); above a quarter of it, with the checkpoint thread
- * started, one asked of the thread. Nothing while the thread's runs. */
+ * lets the next commit start the WAL over); below it, with the checkpoint thread started, one
+ * asked of the thread each time the WAL grew by 512 KiB (an eighth of the bound at most).
+ * Nothing while the thread's runs. */
 void store_wal_bound(struct store *s);
 
 /* Checkpoints off the caller's thread (server/store_ckpt.c): a thread with a connection of
