@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -126,13 +125,7 @@ int store_ckpt_start(struct store *s)
 		ckpt_free(ck);
 		return GWB_EIO;
 	}
-	/* The thread takes no signal: they stay the loop's. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&ck->thread, NULL, ckpt_main, ck);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
+	if (store_thread_start(&ck->thread, ckpt_main, ck) != 0) {
 		ckpt_free(ck);
 		return GWB_EIO;
 	}

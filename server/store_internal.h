@@ -4,6 +4,7 @@
 #ifndef GWB_STORE_INTERNAL_H
 #define GWB_STORE_INTERNAL_H
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include "lib/jsonw.h"
@@ -123,6 +124,9 @@ static inline int64_t store_min_id(int64_t a, int64_t b)
 	return !a ? b : !b ? a : a < b ? a : b;
 }
 
+/* Starts one of the store's threads (the sync thread, the checkpoint thread) with every
+ * signal blocked, so that signals stay the loop's: pthread_create's result. */
+int store_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* Counts a checkpoint's outcome (SQLite's rc, the WAL's frames, those copied) and returns
  * it as store_checkpoint does. */
 int store_checkpoint_counted(struct store *s, int rc, int log, int done, int truncate);

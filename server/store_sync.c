@@ -114,6 +114,17 @@ static void *sync_main(void *arg)
 
 /* ---- the loop's side ---- */
 
+int store_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	/* The thread takes no signal: they stay the loop's. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
 static void pipes_close(struct store_sync *sy)
 {
 	for (int i = 0; i < 2; i++) {
@@ -150,13 +161,7 @@ int store_sync_start(struct store *s)
 		gwb_free(sy);
 		return GWB_EIO;
 	}
-	/* The thread takes no signal: they stay the loop's. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&sy->thread, NULL, sync_main, sy);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
+	if (store_thread_start(&sy->thread, sync_main, sy) != 0) {
 		pipes_close(sy);
 		gwb_free(sy);
 		return GWB_EIO;
