@@ -98,37 +98,60 @@ static size_t answer_len(const struct bconn *c, int *status)
 	return head + (size_t)cl;
 }
 
+/* The server's CPU time so far, in ns, by thread: the loop (the thread whose id is the
+ * process's), the store's two threads by their names, and any other. */
+enum { CPU_LOOP, CPU_SYNC, CPU_CKPT, CPU_OTHER, CPU_PARTS };
+static const char *const cpu_part_name[CPU_PARTS] = { "loop", "gwb-sync", "gwb-checkpoint",
+						      "other" };
+
 struct result {
 	double rate, p50_ms, p99_ms;
 	int ok, errors;
 	double cpu_us; /* the server's CPU time (all its threads) per request */
+	double part_us[CPU_PARTS]; /* the same, by thread */
 };
 
 static pid_t server_pid;
 
-/* CPU time of every thread of the server so far, in ns (the first field of each thread's
- * schedstat): a figure that a busy machine does not move, unlike the rates. */
-static int64_t server_cpu_ns(void)
+/* One line of /proc file path, without its newline, into buf ("" when unreadable). */
+static void read_line(const char *path, char *buf, size_t len)
 {
-	char path[64], tpath[96];
+	FILE *f = fopen(path, "r");
+	buf[0] = '\0';
+	if (f && fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+/* CPU time of every thread of the server so far, in ns, by part (the first field of each
+ * thread's schedstat): a figure that a busy machine does not move, unlike the rates. */
+static void server_cpu_ns(int64_t ns[CPU_PARTS])
+{
+	char path[64], tpath[96], line[64];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)server_pid);
 	DIR *d = opendir(path);
-	int64_t ns = 0;
 	struct dirent *e;
+	memset(ns, 0, sizeof(int64_t) * CPU_PARTS);
 	while (d && (e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
+		int part = CPU_OTHER;
+		if (strtol(e->d_name, NULL, 10) == (long)server_pid) {
+			part = CPU_LOOP;
+		} else {
+			snprintf(tpath, sizeof tpath, "%s/%.20s/comm", path, e->d_name);
+			read_line(tpath, line, sizeof line);
+			for (int k = CPU_SYNC; k < CPU_OTHER; k++)
+				if (strcmp(line, cpu_part_name[k]) == 0)
+					part = k;
+		}
 		snprintf(tpath, sizeof tpath, "%s/%.20s/schedstat", path, e->d_name);
-		FILE *f = fopen(tpath, "r");
-		long long v = 0;
-		if (f && fscanf(f, "%lld", &v) == 1)
-			ns += v;
-		if (f)
-			fclose(f);
+		read_line(tpath, line, sizeof line);
+		ns[part] += strtoll(line, NULL, 10);
 	}
 	if (d)
 		closedir(d);
-	return ns;
 }
 
 /* Sends total requests over conns connections, closed loop; every answer must be want. */
@@ -148,7 +171,8 @@ static struct result run(const char *label, int port, int submit, int conns, int
 	struct pollfd pfd[MAX_CONNS];
 	int64_t *lat = gwb_malloc(sizeof *lat * (size_t)total);
 	int sent = 0, done = 0, errors = 0;
-	int64_t t0 = now_us(), cpu0 = server_cpu_ns();
+	int64_t t0 = now_us(), cpu0[CPU_PARTS], cpu1[CPU_PARTS];
+	server_cpu_ns(cpu0);
 	for (int i = 0; i < conns; i++) {
 		cs[i].fd = conn_open(port);
 		pfd[i].fd = cs[i].fd;
@@ -188,14 +212,19 @@ static struct result run(const char *label, int port, int submit, int conns, int
 			}
 		}
 	}
-	int64_t us = now_us() - t0, cpu = server_cpu_ns() - cpu0;
+	int64_t us = now_us() - t0, cpu = 0;
+	server_cpu_ns(cpu1);
+	for (int k = 0; k < CPU_PARTS; k++)
+		cpu += cpu1[k] - cpu0[k];
 	for (int i = 0; i < conns; i++)
 		close(cs[i].fd);
 	int ok = done - errors;
 	qsort(lat, (size_t)ok, sizeof *lat, cmp_i64);
 	struct result r = { us ? ok * 1e6 / (double)us : 0, ok ? lat[ok / 2] / 1000.0 : 0,
 			    ok ? lat[(ok * 99) / 100] / 1000.0 : 0, ok, errors,
-			    done ? cpu / 1000.0 / done : 0 };
+			    done ? cpu / 1000.0 / done : 0, { 0 } };
+	for (int k = 0; k < CPU_PARTS && done; k++)
+		r.part_us[k] = (double)(cpu1[k] - cpu0[k]) / 1000.0 / done;
 	printf("%-36s %6d req in %6.0f ms = %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  "
 	       "server CPU %.1f us/req\n",
 	       label, ok, us / 1000.0, r.rate, r.p50_ms, r.p99_ms, errors, r.cpu_us);
@@ -276,6 +305,10 @@ static struct result run_submit(const char *label, const char *url, int port, in
 	       "(%.2f ms each), WAL now %.0f KiB\n",
 	       "", b, b > 0 ? q / b : 0, sy, sy > 0 ? st * 1000 / sy : 0,
 	       metric(url, "gwb_store_wal_bytes") / 1024);
+	printf("%-36s server CPU us/req:", "");
+	for (int k = 0; k < CPU_PARTS; k++)
+		printf(" %s %.1f", cpu_part_name[k], r.part_us[k]);
+	printf("\n");
 	return r;
 }
 
