@@ -448,9 +448,10 @@ int store_commit(struct store *s)
 	 * WAL, and with it every commit before; a batch's waits for the sync thread. */
 	if (s->wal_wrote) {
 		s->commit_seq++;
-		if (s->batch_later)
-			s->ob_min_next = store_min_id(s->ob_min_next, s->ob_txn_min);
-		else
+		if (s->batch_later) {
+			if (s->ob_txn_min)
+				store_held_push(s, s->commit_seq, s->ob_txn_min);
+		} else
 			store_durable_all(s);
 	}
 	s->ob_txn_min = 0;
@@ -500,13 +501,45 @@ void store_rollback(struct store *s)
 void store_durable_all(struct store *s)
 {
 	s->durable_seq = s->commit_seq;
-	s->ob_min_inflight = s->ob_min_next = 0;
+	s->nheld = s->held_head = 0;
+}
+
+void store_held_push(struct store *s, uint64_t seq, int64_t ob_min)
+{
+	if (s->held_head > 0 && s->held_head == s->nheld)
+		s->nheld = s->held_head = 0;
+	if (s->nheld == s->held_cap) {
+		/* Room at the front first: the live entries move down. */
+		if (s->held_head > 0) {
+			memmove(s->held, s->held + s->held_head,
+				sizeof *s->held * (size_t)(s->nheld - s->held_head));
+			s->nheld -= s->held_head;
+			s->held_head = 0;
+		} else {
+			s->held_cap = s->held_cap ? s->held_cap * 2 : 64;
+			s->held = gwb_realloc(s->held, sizeof *s->held * (size_t)s->held_cap);
+		}
+	}
+	s->held[s->nheld].seq = seq;
+	s->held[s->nheld].ob_min = ob_min;
+	s->nheld++;
+}
+
+int store_held_settle(struct store *s)
+{
+	int head = s->held_head;
+	while (s->held_head < s->nheld && s->held[s->held_head].seq <= s->durable_seq)
+		s->held_head++;
+	return s->held_head != head;
 }
 
 int64_t store_outbox_gate(const struct store *s)
 {
-	int64_t min = store_min_id(s->ob_min_inflight, s->ob_min_next);
-	return min ? min : INT64_MAX;
+	/* The oldest held commit's rows are the smallest: commits run one after the other on
+	 * this connection, and a new row's id is the largest plus one (outbox has no
+	 * AUTOINCREMENT and no row is deleted), so each commit's ids are above every earlier
+	 * commit's. */
+	return s->held_head < s->nheld ? s->held[s->held_head].ob_min : INT64_MAX;
 }
 
 void store_count_move(struct store *s, enum task_state from, enum task_state to)
@@ -932,6 +965,7 @@ void store_close(struct store *s)
 	sqlite3_close(s->db);
 	jw_free(&s->submit_detail);
 	gwb_free(s->new_rows);
+	gwb_free(s->held);
 	gwb_free(s);
 }
 

@@ -125,7 +125,7 @@ int store_ckpt_start(struct store *s)
 		ckpt_free(ck);
 		return GWB_EIO;
 	}
-	if (store_thread_start(&ck->thread, ckpt_main, ck) != 0) {
+	if (store_thread_start(&ck->thread, "gwb-checkpoint", ckpt_main, ck) != 0) {
 		ckpt_free(ck);
 		return GWB_EIO;
 	}

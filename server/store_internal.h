@@ -93,10 +93,17 @@ struct store {
 	uint64_t sync_error_upto; /* commits up to it were covered by a sync that failed */
 	int batch_later;          /* the open batch is store_batch_begin_later's */
 	int wal_wrote;            /* the last COMMIT wrote WAL frames (the WAL hook ran) */
-	/* The smallest outbox row id written by the open transaction (the update hook), by
-	 * commits the running sync covers, and by later commits: 0 for none. Rows from the
-	 * smallest of the last two on are not yet durable, and the relay does not see them. */
-	int64_t ob_txn_min, ob_min_inflight, ob_min_next;
+	/* The smallest outbox row id written by the open transaction (the update hook), 0 for
+	 * none. */
+	int64_t ob_txn_min;
+	/* The commits not yet durable that wrote outbox rows, oldest first, each with its
+	 * smallest row id: the relay sees no row from the oldest one's on (store_outbox_gate).
+	 * Entries [held_head, nheld) are live; store_held_push and store_held_settle. */
+	struct store_held {
+		uint64_t seq;
+		int64_t ob_min;
+	} *held;
+	int nheld, held_head, held_cap;
 	/* Every outbox row with a smaller id is published (store_outbox.c): the relay's reads
 	 * start from it. */
 	int64_t ob_low;
@@ -118,6 +125,11 @@ struct store {
 	} tp, tp_sp;
 };
 
+/* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on. */
+void store_held_push(struct store *s, uint64_t seq, int64_t ob_min);
+/* Forgets the held commits up to s->durable_seq: 1 when it forgot any (the relay may have
+ * rows to publish now), 0 otherwise. */
+int store_held_settle(struct store *s);
 /* The smaller of two row ids, 0 standing for none. */
 static inline int64_t store_min_id(int64_t a, int64_t b)
 {
@@ -125,8 +137,8 @@ static inline int64_t store_min_id(int64_t a, int64_t b)
 }
 
 /* Starts one of the store's threads (the sync thread, the checkpoint thread) with every
- * signal blocked, so that signals stay the loop's: pthread_create's result. */
-int store_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+ * signal blocked, so that signals stay the loop's, and names it: pthread_create's result. */
+int store_thread_start(pthread_t *t, const char *name, void *(*fn)(void *), void *arg);
 /* Counts a checkpoint's outcome (SQLite's rc, the WAL's frames, those copied) and returns
  * it as store_checkpoint does. */
 int store_checkpoint_counted(struct store *s, int rc, int log, int done, int truncate);

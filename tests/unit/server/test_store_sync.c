@@ -3,7 +3,9 @@
  * out of the relay's sight until the thread's sync ends, and the relay is woken then; a
  * commit with synchronous=FULL makes every earlier one durable; the connection is back to
  * synchronous=FULL after each such batch; a commit that wrote nothing counts for nothing (it
- * neither waits nor makes earlier ones durable); stopping the thread syncs what still waits. */
+ * neither waits nor makes earlier ones durable); stopping the thread syncs what still waits;
+ * the thread syncs commits that keep coming without being asked again, and the relay never
+ * sees an intent of a commit not yet durable. */
 #include <poll.h>
 #include <string.h>
 
@@ -163,4 +165,36 @@ TEST(store_sync_commit_that_wrote_nothing_changes_nothing)
 	wait_sync(s);
 	CHECK(store_durable_seq(s) == seq);
 	CHECK_INT(unpublished(s), 1);
+}
+
+/* Commits made one after the other, the loop only reading the thread's answers as they come:
+ * the thread syncs them all without being asked again (it goes on while commits wait), and
+ * after every answer the relay sees exactly the intents of the commits known durable, never
+ * one of a later commit. */
+TEST(store_sync_thread_goes_on_alone_and_holds_back_only_later_commits)
+{
+	struct store *s = synced_store("c.db", 100000, 1);
+	uint64_t base = store_commit_seq(s);
+	for (int i = 0; i < 6; i++)
+		submit_later(s, "chain");
+	CHECK(store_commit_seq(s) == base + 6);
+	int answers = 0;
+	while (store_durable_seq(s) < store_commit_seq(s)) {
+		CHECKF(answers < 6, "still %d commits not durable after %d answers",
+		       (int)(store_commit_seq(s) - store_durable_seq(s)), answers);
+		wait_sync(s);
+		answers++;
+		CHECK_INT(unpublished(s), (int)(store_durable_seq(s) - base));
+	}
+	struct store_sync_stats st;
+	store_sync_stats(s, &st);
+	CHECK_INT(st.commits, 6);
+	CHECK(st.syncs >= 1 && st.syncs <= 6);
+	CHECK_INT(st.pending, 0);
+	CHECK(woken >= 1);
+	/* A commit after all that wakes the thread again. */
+	submit_later(s, "after");
+	wait_sync(s);
+	CHECK(store_durable_seq(s) == store_commit_seq(s));
+	CHECK_INT(unpublished(s), 7);
 }
