@@ -848,6 +848,17 @@ static int migrate(struct store *s, char *err, size_t errlen)
 	return rc;
 }
 
+/* The page size of a new database file. A commit writes every page it changed, whole, to
+ * the WAL, and a batch of submissions changes the last page of about ten b-trees (the tasks,
+ * their four indexes, the outbox, the events and their index, the team): with pages of half
+ * SQLite's 4 KiB, about half the bytes to checksum, copy, sync and checkpoint. Measured with
+ * the submission bench's client (2 vCPUs, 64 connections, ten alternate rounds): the loop's
+ * CPU per submission 17.4 us against 18.4, the rate 0.45 of /healthz's against 0.44.
+ * 1 KiB pages did as well, but a task's row once it has ended (its allocation and release
+ * evidence, about 1.1 KiB) no longer fits in one and takes an overflow page; 512 bytes did
+ * worse. */
+#define STORE_PAGE_SIZE_TEXT "2048"
+
 int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
 	return store_open_ex(out, path, busy_timeout_ms, busy_timeout_ms, STORE_WAL_MAX_DEFAULT, err,
@@ -891,9 +902,12 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 	}
 	sqlite3_busy_timeout(s->db, busy_timeout_ms);
 	sqlite3_extended_result_codes(s->db, 0);
-	/* WAL lets readers run beside the writer; synchronous=FULL makes every acknowledged
+	/* A new file gets pages of STORE_PAGE_SIZE_TEXT bytes; a file that has any keeps its own
+	 * (SQLite ignores the pragma then: only a VACUUM outside WAL mode could change it).
+	 * WAL lets readers run beside the writer; synchronous=FULL makes every acknowledged
 	 * commit survive a power loss too, not only a process kill. */
-	if (exec_sql(s, "PRAGMA journal_mode=WAL") || exec_sql(s, "PRAGMA synchronous=FULL")) {
+	if (exec_sql(s, "PRAGMA page_size=" STORE_PAGE_SIZE_TEXT) ||
+	    exec_sql(s, "PRAGMA journal_mode=WAL") || exec_sql(s, "PRAGMA synchronous=FULL")) {
 		snprintf(err, errlen, "%s: cannot configure: %s", path, store_errmsg(s));
 		store_close(s);
 		return GWB_EDB;

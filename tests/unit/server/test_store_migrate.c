@@ -490,3 +490,35 @@ TEST(store_migration_with_a_broken_reference_is_not_committed)
 		  1);
 	sqlite3_close(h);
 }
+
+/* A new file gets the store's page size (2 KiB, against SQLite's 4 KiB); a file made with
+ * other pages keeps them and is migrated and used as before. */
+TEST(store_new_file_has_small_pages_an_old_one_keeps_its_own)
+{
+	struct store *s = NULL;
+	char err[256];
+	CHECKF(store_open(&s, h_path("new.db"), 1000, err, sizeof err) == 0, "%s", err);
+	store_close(s);
+	sqlite3 *h;
+	CHECK(sqlite3_open(h_path("new.db"), &h) == SQLITE_OK);
+	CHECK(one_int(h, "PRAGMA page_size") == 2048);
+	sqlite3_close(h);
+
+	const char *old = h_path("old.db");
+	CHECK(sqlite3_open(old, &h) == SQLITE_OK);
+	exec(h, "PRAGMA page_size = 4096");
+	sqlite3_close(h);
+	h = at_version(old, 3);
+	sqlite3_close(h);
+	CHECKF(store_open(&s, old, 1000, err, sizeof err) == 0, "%s", err);
+	t_defer(close_store, s);
+	int created = 0;
+	CHECK_INT(store_team_put(s, "alpha", 1000, 100, NULL, 1, &created), 0);
+	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal"};
+	struct submit_result res;
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	CHECK(sqlite3_open(old, &h) == SQLITE_OK);
+	CHECK(one_int(h, "PRAGMA page_size") == 4096);
+	CHECK(one_int(h, "SELECT count(*) FROM tasks") == 1);
+	sqlite3_close(h);
+}
