@@ -35,6 +35,10 @@ void api_hist_write(const struct api_hist *h, const char *name, struct evbuffer 
  * after http_stop. */
 struct submit_ctx;
 
+/* The token memo: slots, and the longest token it keeps (longer ones are hashed each time). */
+#define HTTP_TOKEN_MEMO_SLOTS 16
+#define HTTP_TOKEN_MEMO_BYTES 128
+
 struct api_ctx {
 	struct event_base *base;
 	const struct gwb_config *cfg;
@@ -53,6 +57,13 @@ struct api_ctx {
 	void *metrics_arg;
 	int64_t started_ms;
 	unsigned char admin_hash[32]; /* SHA-256 of the admin token */
+	/* Bearer tokens seen lately with their SHA-256 (http.c, token_hash): a function of the
+	 * token alone, so an entry is never stale. Tokens are zero-padded to the slot. */
+	struct http_token_memo {
+		size_t len; /* 0: empty */
+		char tok[HTTP_TOKEN_MEMO_BYTES];
+		unsigned char hash[32];
+	} token_memo[HTTP_TOKEN_MEMO_SLOTS];
 	int has_admin;
 	/* The last audit (server/api_audit.c): when it ran and the drift it found; when the
 	 * housekeeping run last started it. */

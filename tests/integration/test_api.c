@@ -588,6 +588,42 @@ TEST(api_token_change_takes_effect_at_once)
 	h_server_stop(&s);
 }
 
+/* Many teams' tokens, more than the server's memo of token hashes has slots, used in turn:
+ * each acts for its own team every time, and a token one character off any of them, of the
+ * same length, is refused. */
+TEST(api_many_tokens_each_acts_for_its_own_team)
+{
+	struct h_server s;
+	start(&s, 10240, 400);
+	enum { NT = 40 };
+	char team[NT][16], tok[NT][40];
+	for (int i = 0; i < NT; i++) {
+		snprintf(team[i], sizeof team[i], "team%02d", i);
+		snprintf(tok[i], sizeof tok[i], "memo-token-%02d-0123456789", i);
+		put_team(url_of(&s), team[i], 1024, 100, tok[i]);
+	}
+	struct h_resp r;
+	for (int round = 0; round < 3; round++) {
+		for (int k = 0; k < NT; k++) {
+			int i = (k * 7 + round) % NT; /* a different order each round */
+			h_req(&r, "GET", url_of(&s), "/v1/teams", tok[i], NULL, NULL);
+			CHECK_INT(r.status, 200);
+			json_t *teams = json_object_get(r.json, "teams");
+			CHECK_INT(json_array_size(teams), 1);
+			CHECK_STR(json_string_value(json_object_get(json_array_get(teams, 0), "team")),
+				  team[i]);
+			h_resp_free(&r);
+			char near[40];
+			snprintf(near, sizeof near, "%s", tok[i]);
+			near[strlen(near) - 1] = 'x';
+			h_req(&r, "GET", url_of(&s), "/v1/teams", near, NULL, NULL);
+			CHECK_INT(r.status, 401);
+			h_resp_free(&r);
+		}
+	}
+	h_server_stop(&s);
+}
+
 TEST(api_team_put_validation_and_lowered_quota)
 {
 	struct h_server s;
