@@ -260,7 +260,16 @@ static void token_hash(struct api_ctx *api, const char *tok, unsigned char out[3
 	struct http_token_memo *m = &api->token_memo[h % HTTP_TOKEN_MEMO_SLOTS];
 	char padded[HTTP_TOKEN_MEMO_BYTES] = { 0 };
 	memcpy(padded, tok, n);
-	if (m->len == n && CRYPTO_memcmp(m->tok, padded, sizeof padded) == 0) {
+	/* Constant-time, a word at a time (CRYPTO_memcmp goes byte by byte: 1.4k instructions
+	 * for the slot, two thirds of what the memo saves). */
+	uint64_t diff = m->len ^ n;
+	for (size_t i = 0; i < sizeof padded; i += 8) {
+		uint64_t a, b;
+		memcpy(&a, m->tok + i, 8);
+		memcpy(&b, padded + i, 8);
+		diff |= a ^ b;
+	}
+	if (diff == 0) {
 		memcpy(out, m->hash, 32);
 		return;
 	}

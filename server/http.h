@@ -37,7 +37,7 @@ struct submit_ctx;
 
 /* The token memo: slots, and the longest token it keeps (longer ones are hashed each time). */
 #define HTTP_TOKEN_MEMO_SLOTS 16
-#define HTTP_TOKEN_MEMO_BYTES 128
+#define HTTP_TOKEN_MEMO_BYTES 128 /* a multiple of 8: compared a word at a time */
 
 struct api_ctx {
 	struct event_base *base;
