@@ -348,7 +348,7 @@ static void submit_prepare(void *arg)
 	if (c->rc || c->res.replayed || c->view_ready)
 		return;
 	jw_reset(&c->view);
-	c->view_ready = api_task_view_write(c->row, 1, &c->view) == 0;
+	c->view_ready = api_task_view_write_new(c->row, &c->view) == 0;
 }
 
 static void submit_reply(struct req *r, void *arg, int commit_rc)

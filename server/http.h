@@ -208,6 +208,13 @@ struct jw;
  * 0, or -1 when the view has parts shaped from outside text (api_task_view_sorted is 0) or a
  * text is not valid UTF-8; then w holds a partial text and the caller dumps the view. */
 int api_task_view_write(const struct task *t, int with_cancel, struct jw *w);
+/* The same as api_task_view_write(t, 1, w) for a task a submission has just made (w empty),
+ * from a template cut out of the first such task's text: every later task whose fields
+ * other than the template's holes (id, Job name, name, team, key, request, reservation and
+ * time) equal that task's is written from its pieces; any other goes to the writer. */
+int api_task_view_write_new(const struct task *t, struct jw *w);
+/* How many views api_task_view_write_new wrote from its template (for the tests). */
+uint64_t api_task_view_template_uses(void);
 
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);

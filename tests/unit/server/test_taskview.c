@@ -141,3 +141,90 @@ TEST(taskview_keys_are_built_in_sorted_order)
 	CHECK(!api_task_view_sorted(t));
 	gwb_free(t);
 }
+
+static int template_used; /* by the last same_new */
+
+/* api_task_view_write_new's text equals api_task_view_write's (with the cancel time) for t. */
+static void same_new(const struct task *t)
+{
+	struct jw want, got;
+	jw_init(&want);
+	jw_init(&got);
+	int rc = api_task_view_write(t, 1, &want);
+	uint64_t uses = api_task_view_template_uses();
+	CHECK_INT(api_task_view_write_new(t, &got), rc);
+	template_used = api_task_view_template_uses() - uses;
+	if (rc == 0)
+		CHECKF(want.len == got.len && memcmp(want.buf, got.buf, want.len) == 0,
+		       "writer:   %.*s\ntemplate: %.*s", (int)want.len, want.buf, (int)got.len,
+		       got.buf);
+	jw_free(&want);
+	jw_free(&got);
+}
+
+/* A new task's view from the template cut out of the first one: byte for byte the writer's
+ * for new tasks whatever their holes hold (every character class, empty texts, a key or
+ * none, other numbers and times), and for tasks that are not new (any other field changed,
+ * an update later than the creation), which the writer serves; what the writer refuses
+ * (invalid UTF-8) is refused too. */
+TEST(taskview_new_task_from_the_template_equals_the_writer)
+{
+	struct task *t = task_new();
+	same_new(t); /* cuts the template, and uses it */
+	CHECK_INT(template_used, 1);
+	static const char *const texts[] = { "", "x", "a\"b\\c/d\x01\x1f\b\f\n\r\t\x7f",
+					     "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+					     "t-zzzzzzzzzzzz" };
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		struct task *n = task_new();
+		snprintf(n->id, sizeof n->id, "%s", texts[i]);
+		snprintf(n->name, sizeof n->name, "%s%s", texts[i], "n");
+		snprintf(n->team, sizeof n->team, "%s", texts[(i + 1) % 5]);
+		snprintf(n->idempotency_key, sizeof n->idempotency_key, "%s", texts[(i + 2) % 5]);
+		snprintf(n->job_name, sizeof n->job_name, "gwb-%s", texts[(i + 3) % 5]);
+		snprintf(n->qos, sizeof n->qos, "%s", i % 2 ? "BE" : "LS");
+		snprintf(n->experiment, sizeof n->experiment, "%s", texts[(i + 4) % 5]);
+		n->gpu_memory_mib = (int64_t)i * 1000003;
+		n->gpu_core_percent = 100 - (int64_t)i;
+		n->gpu_count = (int64_t)i + 1;
+		n->duration_seconds = 86400 * (int64_t)i;
+		n->reserved_mem_mib = n->gpu_memory_mib * n->gpu_count;
+		n->reserved_core_percent = -(int64_t)i;
+		n->created_at = n->updated_at = 1764540000123 + (int64_t)i * 86400123;
+		same_new(n);
+		CHECK_INT(template_used, 1);
+		gwb_free(n);
+	}
+	/* Not new: each of these is the writer's. */
+	struct task *o = task_new();
+	o->updated_at++;
+	same_new(o);
+	CHECK_INT(template_used, 0);
+	gwb_free(o);
+	o = task_new();
+	further_on(o, 3);
+	same_new(o);
+	CHECK_INT(template_used, 0);
+	gwb_free(o);
+	o = task_new();
+	snprintf(o->reason, sizeof o->reason, "%s", TASK_REASON_API_UNREACHABLE);
+	same_new(o);
+	CHECK_INT(template_used, 0);
+	gwb_free(o);
+	o = task_new();
+	o->has_cancel_requested_at = 1;
+	o->cancel_requested_at = 1764540000999;
+	same_new(o);
+	CHECK_INT(template_used, 0);
+	gwb_free(o);
+	o = task_new();
+	o->state = TASK_PENDING;
+	same_new(o);
+	CHECK_INT(template_used, 0);
+	gwb_free(o);
+	o = task_new();
+	snprintf(o->name, sizeof o->name, "bad\xc3");
+	same_new(o);
+	gwb_free(o);
+	gwb_free(t);
+}
