@@ -812,7 +812,12 @@
     renderAnswer(answer);
     if (r.json && r.json.error) showFieldError(form, r.json.error);
     if (r.json && r.json.id) {
-      upsertTask(r.json.id, { team: r.json.team, name: r.json.name, state: r.json.state,
+      // The live stream may have moved the task on before this answer was read (its Job is
+      // created within milliseconds of the commit): a state it brought is newer than the
+      // answer's, which is only ever the first one.
+      const seen = S.tasks.get(r.json.id);
+      upsertTask(r.json.id, { team: r.json.team, name: r.json.name,
+        state: seen && seen.state ? undefined : r.json.state,
         mem: (r.json.request || {}).gpu_memory_mib, core: (r.json.request || {}).gpu_core_percent,
         count: (r.json.request || {}).gpu_count, created_at: r.json.created_at });
       renderTasks();
