@@ -283,7 +283,7 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
  * api_task_view_write with a sentinel in each hole, the text is cut at the sentinels, and the
  * cut is checked by filling it with the sentinels again: it must give the same text. A later
  * task whose every other field equals the first one's gets its view by copying the pieces and
- * writing its holes: about a quarter of the instructions. */
+ * writing its holes: 3.6k instructions against the writer's 5.8k (callgrind). */
 
 enum fv_field {
 	FV_CREATED, /* created_at, and updated_at (equal for a new task) */
@@ -354,7 +354,8 @@ static int64_t *fv_int_field(struct task *t, enum fv_field f)
 }
 
 /* Every field but the holes' (and seq) equal in a and b: a generic comparison over the
- * columns, so that a field the view shows one day is compared without a change here. */
+ * columns, so that a field the view shows one day is compared without a change here. The
+ * comparisons of a column's name with literals are folded by the compiler. */
 static int fv_same_but_holes(const struct task *a, const struct task *b)
 {
 #define FV_SKIP(f)                                                                           \
