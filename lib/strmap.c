@@ -24,7 +24,7 @@ struct strmap {
 	size_t count;
 };
 
-static uint64_t hash_str(const char *s)
+uint64_t strmap_hash(const char *s)
 {
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a 64-bit offset basis and prime */
 	for (; *s; s++) {
@@ -89,13 +89,13 @@ static void grow(struct strmap *m)
 
 void *strmap_get(const struct strmap *m, const char *key)
 {
-	struct strmap_entry *e = *find(m, key, hash_str(key));
+	struct strmap_entry *e = *find(m, key, strmap_hash(key));
 	return e ? e->value : NULL;
 }
 
 void *strmap_put(struct strmap *m, const char *key, void *value)
 {
-	uint64_t h = hash_str(key);
+	uint64_t h = strmap_hash(key);
 	struct strmap_entry **pp = find(m, key, h);
 	if (*pp) {
 		void *old = (*pp)->value;
@@ -116,7 +116,7 @@ void *strmap_put(struct strmap *m, const char *key, void *value)
 
 void *strmap_del(struct strmap *m, const char *key)
 {
-	struct strmap_entry **pp = find(m, key, hash_str(key));
+	struct strmap_entry **pp = find(m, key, strmap_hash(key));
 	struct strmap_entry *e = *pp;
 	if (!e)
 		return NULL;

@@ -5,8 +5,12 @@
 #define GWB_STRMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct strmap;
+
+/* The hash the map files a key under (64-bit FNV-1a), for other tables keyed by a string. */
+uint64_t strmap_hash(const char *s);
 
 /* Creates an empty map. Returns it (free with strmap_free). */
 struct strmap *strmap_new(void);

@@ -24,6 +24,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/pool.h"
+#include "lib/strmap.h"
 #include "server/api_audit.h"
 #include "server/ratelimit.h"
 
@@ -245,7 +246,7 @@ void http_sha256(const void *data, size_t n, unsigned char out[SHA256_DIGEST_LEN
 
 /* The SHA-256 of bearer token tok, from the memo when it was seen lately: hashing it costs a
  * submission about 2 % of the loop's time, and the same few tokens come again and again. The
- * slot is chosen by a cheap hash of the token and the comparison is constant-time over the
+ * slot is chosen by the token's strmap_hash and the comparison is constant-time over the
  * whole slot, so the memo's timing tells nothing of a token beyond whether it is there. */
 static void token_hash(struct api_ctx *api, const char *tok, unsigned char out[32])
 {
@@ -254,10 +255,7 @@ static void token_hash(struct api_ctx *api, const char *tok, unsigned char out[3
 		http_sha256(tok, n, out);
 		return;
 	}
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)tok[i]) * 16777619u;
-	struct http_token_memo *m = &api->token_memo[h % HTTP_TOKEN_MEMO_SLOTS];
+	struct http_token_memo *m = &api->token_memo[strmap_hash(tok) % HTTP_TOKEN_MEMO_SLOTS];
 	char padded[HTTP_TOKEN_MEMO_BYTES] = { 0 };
 	memcpy(padded, tok, n);
 	/* Constant-time, a word at a time (CRYPTO_memcmp goes byte by byte: 1.4k instructions
