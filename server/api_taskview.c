@@ -1,5 +1,6 @@
 /* The API's JSON view of a task: the store returns rows (struct task), this file shapes them
  * as API.md shows a task, parsing the allocation annotation and the stored diagnosis. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,23 +286,40 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
  * task whose every other field equals the first one's gets its view by copying the pieces and
  * writing its holes: 3.6k instructions against the writer's 5.8k (callgrind). */
 
+/* The holes: the view's texts and numbers that differ from one new task to another (the
+ * time, created_at and updated_at, apart), as (enumerator, field of struct task). */
+#define FV_HOLE_TEXTS(X, a)                                                                  \
+	X(FV_ID, id, a)                                                                      \
+	X(FV_KEY, idempotency_key, a)                                                        \
+	X(FV_JOB, job_name, a)                                                               \
+	X(FV_NAME, name, a)                                                                  \
+	X(FV_TEAM, team, a)                                                                  \
+	X(FV_QOS, qos, a)                                                                    \
+	X(FV_EXPERIMENT, experiment, a)
+#define FV_HOLE_INTS(X, a)                                                                   \
+	X(FV_DURATION, duration_seconds, a)                                                  \
+	X(FV_CORE, gpu_core_percent, a)                                                      \
+	X(FV_COUNT, gpu_count, a)                                                            \
+	X(FV_MEM, gpu_memory_mib, a)                                                         \
+	X(FV_RCORE, reserved_core_percent, a)                                                \
+	X(FV_RMEM, reserved_mem_mib, a)
+
+#define FV_ENUM(e, f, a) e,
 enum fv_field {
 	FV_CREATED, /* created_at, and updated_at (equal for a new task) */
-	FV_ID,
-	FV_KEY,
-	FV_JOB,
-	FV_NAME,
-	FV_TEAM,
-	FV_QOS,
-	FV_EXPERIMENT,
-	FV_DURATION,
-	FV_CORE,
-	FV_COUNT,
-	FV_MEM,
-	FV_RCORE,
-	FV_RMEM,
-	FV_NFIELDS
+	FV_HOLE_TEXTS(FV_ENUM, ) FV_HOLE_INTS(FV_ENUM, ) FV_NFIELDS
 };
+#undef FV_ENUM
+#define FV_FIRST_TEXT FV_ID
+#define FV_FIRST_INT FV_DURATION
+
+/* Where each hole's field is in struct task, and its size. */
+#define FV_AT(e, f, a) [e] = { offsetof(struct task, f), sizeof(((struct task *)0)->f) },
+static const struct {
+	size_t off, size;
+} fv_at[FV_NFIELDS] = { FV_HOLE_TEXTS(FV_AT, ) FV_HOLE_INTS(FV_AT, ) };
+#undef FV_AT
+
 #define FV_HOLES 24
 /* The sentinels: texts "\x01" <letter> "\x01" (written as \u0001...), numbers 987650000 + the
  * field, a time in 2100. */
@@ -323,48 +341,30 @@ static struct {
 
 static int fv_is_text(enum fv_field f)
 {
-	return f >= FV_ID && f <= FV_EXPERIMENT;
+	return f >= FV_FIRST_TEXT && f < FV_FIRST_INT;
 }
 
-static char *fv_text_field(struct task *t, enum fv_field f, size_t *size)
+static const char *fv_text(const struct task *t, enum fv_field f)
 {
-	switch (f) {
-	case FV_ID: *size = sizeof t->id; return t->id;
-	case FV_KEY: *size = sizeof t->idempotency_key; return t->idempotency_key;
-	case FV_JOB: *size = sizeof t->job_name; return t->job_name;
-	case FV_NAME: *size = sizeof t->name; return t->name;
-	case FV_TEAM: *size = sizeof t->team; return t->team;
-	case FV_QOS: *size = sizeof t->qos; return t->qos;
-	case FV_EXPERIMENT: *size = sizeof t->experiment; return t->experiment;
-	default: *size = 0; return NULL;
-	}
+	return (const char *)t + fv_at[f].off;
 }
 
-static int64_t *fv_int_field(struct task *t, enum fv_field f)
+static int64_t fv_int(const struct task *t, enum fv_field f)
 {
-	switch (f) {
-	case FV_DURATION: return &t->duration_seconds;
-	case FV_CORE: return &t->gpu_core_percent;
-	case FV_COUNT: return &t->gpu_count;
-	case FV_MEM: return &t->gpu_memory_mib;
-	case FV_RCORE: return &t->reserved_core_percent;
-	case FV_RMEM: return &t->reserved_mem_mib;
-	default: return NULL;
-	}
+	int64_t v;
+	memcpy(&v, (const char *)t + fv_at[f].off, sizeof v);
+	return v;
 }
 
-/* Every field but the holes' (and seq) equal in a and b: a generic comparison over the
- * columns, so that a field the view shows one day is compared without a change here. The
- * comparisons of a column's name with literals are folded by the compiler. */
+/* Every field but the holes' (and seq and the times) equal in a and b: a generic comparison
+ * over the columns, so that a field the view shows one day is compared without a change
+ * here. A column's name is compared with the holes' as literals, which the compiler folds. */
 static int fv_same_but_holes(const struct task *a, const struct task *b)
 {
+#define FV_IS(e, h, f) || !strcmp(#h, #f)
 #define FV_SKIP(f)                                                                           \
-	(!strcmp(#f, "seq") || !strcmp(#f, "id") || !strcmp(#f, "team") || !strcmp(#f, "name") || \
-	 !strcmp(#f, "gpu_memory_mib") || !strcmp(#f, "gpu_core_percent") ||                     \
-	 !strcmp(#f, "gpu_count") || !strcmp(#f, "duration_seconds") || !strcmp(#f, "qos") ||   \
-	 !strcmp(#f, "experiment") || !strcmp(#f, "idempotency_key") ||                          \
-	 !strcmp(#f, "job_name") || !strcmp(#f, "created_at") || !strcmp(#f, "updated_at") ||    \
-	 !strcmp(#f, "reserved_mem_mib") || !strcmp(#f, "reserved_core_percent"))
+	(!strcmp(#f, "seq") || !strcmp(#f, "created_at") ||                                     \
+	 !strcmp(#f, "updated_at") FV_HOLE_TEXTS(FV_IS, f) FV_HOLE_INTS(FV_IS, f))
 #define FV_CMP_TEXT(f) (FV_SKIP(f) || strcmp(a->f, b->f) == 0)
 #define FV_CMP_INT(f) (FV_SKIP(f) || a->f == b->f)
 #define FV_CMP_BOOL(f) (a->f == b->f)
@@ -379,19 +379,18 @@ static int fv_same_but_holes(const struct task *a, const struct task *b)
 #undef FV_CMP_INT
 #undef FV_CMP_TEXT
 #undef FV_SKIP
+#undef FV_IS
 }
 
 /* Writes hole f of t (a value, at depth 0: no separator). */
 static void fv_fill(struct jw *w, const struct task *t, enum fv_field f, const char *created)
 {
-	struct task *m = (struct task *)t; /* read only */
-	size_t size;
 	if (f == FV_CREATED)
 		jw_str(w, created);
 	else if (fv_is_text(f))
-		jw_text(w, fv_text_field(m, f, &size));
+		jw_text(w, fv_text(t, f));
 	else
-		jw_int(w, *fv_int_field(m, f));
+		jw_int(w, fv_int(t, f));
 }
 
 /* Writes t from the pieces (w empty). */
@@ -438,13 +437,12 @@ static int fv_cut(const struct task *t)
 	fv.base = *t;
 	struct task *s = gwb_malloc(sizeof *s);
 	*s = *t;
-	for (enum fv_field f = FV_ID; f <= FV_EXPERIMENT; f++) {
-		size_t size;
-		char *v = fv_text_field(s, f, &size);
-		snprintf(v, size, "\x01%c\x01", 'A' + (int)f);
+	for (enum fv_field f = FV_FIRST_TEXT; f < FV_FIRST_INT; f++)
+		snprintf((char *)s + fv_at[f].off, fv_at[f].size, "\x01%c\x01", 'A' + (int)f);
+	for (enum fv_field f = FV_FIRST_INT; f < FV_NFIELDS; f++) {
+		int64_t v = FV_NUM_BASE + (int64_t)f;
+		memcpy((char *)s + fv_at[f].off, &v, sizeof v);
 	}
-	for (enum fv_field f = FV_DURATION; f < FV_NFIELDS; f++)
-		*fv_int_field(s, f) = FV_NUM_BASE + (int64_t)f;
 	s->created_at = s->updated_at = FV_TIME_MS;
 	struct jw w, back;
 	jw_init(&w);
@@ -459,11 +457,11 @@ static int fv_cut(const struct task *t)
 		clock_fmt_rfc3339_ms(FV_TIME_MS, at, sizeof at);
 		snprintf(tok, sizeof tok, "\"%s\"", at);
 		rc = fv_find(text, tok, FV_CREATED, 0);
-		for (enum fv_field f = FV_ID; rc == 0 && f <= FV_EXPERIMENT; f++) {
+		for (enum fv_field f = FV_FIRST_TEXT; rc == 0 && f < FV_FIRST_INT; f++) {
 			snprintf(tok, sizeof tok, "\"\\u0001%c\\u0001\"", 'A' + (int)f);
 			rc = fv_find(text, tok, f, 0);
 		}
-		for (enum fv_field f = FV_DURATION; rc == 0 && f < FV_NFIELDS; f++) {
+		for (enum fv_field f = FV_FIRST_INT; rc == 0 && f < FV_NFIELDS; f++) {
 			snprintf(tok, sizeof tok, ":%lld", (long long)(FV_NUM_BASE + (int64_t)f));
 			rc = fv_find(text, tok, f, 1);
 		}
