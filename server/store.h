@@ -285,12 +285,15 @@ int store_task_state_counts(struct store *s, int64_t *counts);
 /* Deletes idempotency keys that expired before now_ms; *purged counts them. 0 or GWB_EDB. */
 int store_idem_purge(struct store *s, int64_t now_ms, int *purged);
 
-/* Makes a new task id: "t-" and 12 characters of lowercase base32 (digits 2-7 and letters, in
- * ASCII order): 8 of the time in ms, so ids sort by creation and a batch's index inserts stay
- * on the same pages, then 4 random ones (20 bits; the insert retries an equal id). */
-void store_new_task_id(char out[16]);
-/* How many leading characters of a task id are its time: "t-" and 8. */
-#define STORE_TASK_ID_TIME 10
+/* A task's id: "t-" and its seq in 12 characters of lowercase base32 (digits 2-7, then the
+ * letters: ids sort in ASCII as their seqs do). A new task's seq is the time in ms and 20
+ * random bits (store_task_seq_new), so its id says when it was made, and names a Kubernetes
+ * Job. store_task_id_seq gives the seq back, or -1 for a text that is not such an id; the
+ * ids of tasks made before schema 13 encode something else (task_legacy_ids). */
+void store_task_id_encode(int64_t seq, char out[16]);
+int64_t store_task_id_seq(const char *id);
+/* 12 base32 characters: 60 bits. */
+#define STORE_TASK_SEQ_END (INT64_C(1) << 60)
 
 /* ---- intents (server/store_outbox.c) ---- */
 

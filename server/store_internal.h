@@ -55,6 +55,8 @@ struct store {
 	struct task **new_rows;
 	int nrows, rows_cap, unit_rows;
 	int64_t next_seq;
+	/* task_legacy_ids has rows: a new seq's id is checked against them. */
+	int has_legacy;
 	int write_rc;
 	/* The WAL as the wal hook last saw it (pages), and what bounds it. */
 	int64_t wal_pages;
@@ -177,6 +179,11 @@ int store_outbox_low_find(struct store *s);
 /* Reads the current row of a TASK_SELECT statement into *t. 0, or GWB_EDB when its state is
  * not in the lifecycle table (the rest is read anyway). */
 int store_task_read(sqlite3_stmt *st, struct task *t);
+
+/* The seq of a new task (its id: store_task_id_encode), never one handed out before, and
+ * never one whose id is a legacy task's: 0, or GWB_EDB when the file cannot be read. next_seq,
+ * the next free one, is read again at each batch's start (0). */
+int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
 /* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
  * a preparation error. The statement stays owned by the store. */
 sqlite3_stmt *store_stmt(struct store *s, const char *sql);
@@ -228,6 +235,16 @@ void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned withou
  * IN: an IN list of three makes every insert or update of a task build a temporary b-tree
  * to test its row against the index's condition (16k instructions per submission). */
 #define STORE_SQL_FINAL "(state = 'succeeded' OR state = 'failed' OR state = 'cancelled')"
+
+/* The seq of the task whose id is x (a named parameter, which may appear more than once, or a
+ * column): a task made before schema 13 from task_legacy_ids, any other from its id
+ * (gwb_task_seq). STORE_SQL_TASK_IS is the condition on the tasks row (column prefix t, "" or
+ * "t.") that it is that task: found by its primary key, its id compared too (an unknown id
+ * can encode the seq of another task). */
+#define STORE_SQL_TASK_SEQ_OF(x)                                                            \
+	"COALESCE((SELECT l_.seq FROM task_legacy_ids l_ WHERE l_.id = " x "), gwb_task_seq(" x \
+	"))"
+#define STORE_SQL_TASK_IS(t, x) t "seq = " STORE_SQL_TASK_SEQ_OF(x) " AND " t "id = " x
 
 /* cols of the final tasks holding their reservation, through tasks_final_unreleased. Named,
  * since the planner would rather search tasks_state_team for the three states, which holds

@@ -59,7 +59,7 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
 		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
-		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON t.id = o.task_id "
+		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON " STORE_SQL_TASK_IS("t.", "o.task_id") " "
 		   "WHERE o.id >= ? AND o.id < ? AND o.published_at IS NULL ORDER BY o.id LIMIT ?");
 	if (!st)
 		return GWB_EDB;
@@ -244,8 +244,8 @@ static int set_state(struct store *s, const char *id, enum task_state from, enum
 	int rc = store_state_check(id, from, to);
 	if (rc)
 		return rc;
-	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE id = ? "
-					 "AND state = ?");
+	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE "
+					 STORE_SQL_TASK_IS("", ":id") " AND state = ?");
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, task_state_name(to));
@@ -310,7 +310,8 @@ static int cancel_writes(struct store *s, const char *id, enum task_state from, 
 	if (rc)
 		return rc;
 	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, "
-					 "cancel_requested_at = ?, updated_at = ? WHERE id = ?");
+					 "cancel_requested_at = ?, updated_at = ? WHERE "
+					 STORE_SQL_TASK_IS("", ":id"));
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, task_state_name(TASK_CANCELLING));
@@ -322,7 +323,8 @@ static int cancel_writes(struct store *s, const char *id, enum task_state from, 
 		return rc;
 	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
 			   "SELECT id, team, 'cancel', 1 + (SELECT count(*) FROM outbox WHERE "
-			   "task_id = ?1 AND kind = 'cancel'), ?2 FROM tasks WHERE id = ?1");
+			   "task_id = ?1 AND kind = 'cancel'), ?2 FROM tasks WHERE "
+			   STORE_SQL_TASK_IS("", "?1"));
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, id);

@@ -22,8 +22,8 @@ int store_tasks_active(struct store *s, json_t **ids)
 	 * index (tasks_state_team, tasks_final_unreleased), so the pass costs what is active,
 	 * not what the history holds. */
 	sqlite3_stmt *st = store_stmt(
-		s, "SELECT t.id FROM tasks t WHERE t.id IN (SELECT id FROM tasks WHERE state IN "
-		   "(SELECT value FROM json_each(?1)) UNION " STORE_SQL_FINAL_UNRELEASED("id") ") "
+		s, "SELECT t.id FROM tasks t WHERE t.seq IN (SELECT seq FROM tasks WHERE state IN "
+		   "(SELECT value FROM json_each(?1)) UNION " STORE_SQL_FINAL_UNRELEASED("seq") ") "
 		   "ORDER BY t.seq");
 	if (!st)
 		return GWB_EDB;
@@ -66,7 +66,7 @@ int store_task_observe(struct store *s, struct task *t, const json_t *detail, in
 	if ((rc = store_state_check(t->id, cur, t->state)))
 		goto out;
 	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ?" TASK_COLUMNS(
-						 OBS_SET) " WHERE id = ?");
+						 OBS_SET) " WHERE " STORE_SQL_TASK_IS("", ":id"));
 	if (!st) {
 		rc = GWB_EDB;
 		goto out;
@@ -112,7 +112,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		return rc;
 	sqlite3_stmt *st = store_stmt(s, "SELECT team, reserved_gpu_memory_mib, "
 					 "reserved_gpu_core_percent, released, state FROM tasks "
-					 "WHERE id = ? AND reserved_gpu_memory_mib IS NOT NULL");
+					 "WHERE " STORE_SQL_TASK_IS("", ":id") " AND reserved_gpu_memory_mib IS NOT NULL");
 	if (!st) {
 		rc = GWB_EDB;
 		goto out;
@@ -135,7 +135,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	}
 	char *ev = jx_dump(evidence);
 	st = store_stmt(s, "UPDATE tasks SET released = 1, released_at = ?, release_reason = ?, "
-			   "release_evidence = ? WHERE id = ? AND released = 0");
+			   "release_evidence = ? WHERE " STORE_SQL_TASK_IS("", ":id") " AND released = 0");
 	if (!st) {
 		gwb_free(ev);
 		rc = GWB_EDB;
@@ -154,7 +154,8 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	if (final_state != TASK_NONE && final_state != state) {
 		if ((rc = store_state_check(id, state, final_state)))
 			goto out;
-		st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?");
+		st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE "
+				   STORE_SQL_TASK_IS("", ":id"));
 		if (!st) {
 			rc = GWB_EDB;
 			goto out;
@@ -169,7 +170,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		moved_from = state;
 	}
 	if (task_reason) {
-		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE id = ?");
+		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE " STORE_SQL_TASK_IS("", ":id"));
 		if (!st) {
 			rc = GWB_EDB;
 			goto out;

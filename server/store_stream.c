@@ -26,7 +26,7 @@ int store_stream_events(struct store *s, int64_t after, const char *team, struct
 		   "  AND e2.id <= e.id AND e2.to_state IS NOT NULL ORDER BY e2.id DESC LIMIT 1),"
 		   " t.state, t.reason, t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count,"
 		   " t.created_at"
-		   " FROM task_events e JOIN tasks t ON t.id = e.task_id"
+		   " FROM task_events e JOIN tasks t ON " STORE_SQL_TASK_IS("t.", "e.task_id")
 		   " WHERE e.id > ?1 AND (?2 IS NULL OR t.team = ?2) ORDER BY e.id LIMIT ?3");
 	if (!st)
 		return GWB_EDB;

@@ -185,37 +185,38 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 	return cut ? GWB_EINVAL : 0;
 }
 
-/* Inserts the task row with a fresh id (retrying on the unlikely id collision); t receives
- * the row as inserted (its seq too). */
+/* t's seq and id: a new seq (store_task_seq_new), its id and Job name. */
+static int new_task_id(struct store *s, struct task *t, int64_t now_ms, char id[16])
+{
+	int rc = store_task_seq_new(s, now_ms, &t->seq);
+	if (rc)
+		return rc;
+	store_task_id_encode(t->seq, id);
+	copy_text(t->id, sizeof t->id, id); /* 14 characters */
+	task_job_name(id, t->job_name, sizeof t->job_name);
+	return 0;
+}
+
+/* Inserts the task row with a new id; t receives the row as inserted. */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
 		       const struct submit_result *res, int64_t now_ms, char id[16],
 		       struct task *t)
 {
+	if (!s->in_batch)
+		s->next_seq = 0; /* read again: a transaction of its own */
 	int rc = new_task(t, req, key, res, now_ms);
-	for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
-		store_new_task_id(id);
-		copy_text(t->id, sizeof t->id, id); /* 14 characters */
-		task_job_name(id, t->job_name, sizeof t->job_name);
-		sqlite3_stmt *st = store_stmt(s, "INSERT INTO tasks (state, updated_at" TASK_COLUMNS(
-						 INS_COL) ") VALUES (?, ?" TASK_COLUMNS(INS_VAL) ")");
-		if (!st) {
-			rc = GWB_EDB;
-			break;
-		}
-		store_bind_text(st, 1, task_state_name(t->state));
-		sqlite3_bind_int64(st, 2, t->updated_at);
-		int idx = 3;
-		TASK_COLUMNS(INS_BIND)
-		int step = sqlite3_step(st);
-		sqlite3_reset(st);
-		if (step == SQLITE_DONE) {
-			t->seq = sqlite3_last_insert_rowid(s->db);
-			return 0;
-		}
-		if (step != SQLITE_CONSTRAINT)
-			rc = GWB_EDB;
-	}
-	return rc ? rc : GWB_EDB; /* four colliding ids in a row: the generator is broken */
+	if (rc || (rc = new_task_id(s, t, now_ms, id)))
+		return rc;
+	sqlite3_stmt *st = store_stmt(s, "INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(
+					 INS_COL) ") VALUES (?, ?, ?" TASK_COLUMNS(INS_VAL) ")");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, t->seq);
+	store_bind_text(st, 2, task_state_name(t->state));
+	sqlite3_bind_int64(st, 3, t->updated_at);
+	int idx = 4;
+	TASK_COLUMNS(INS_BIND)
+	return store_step_done(s, st);
 }
 
 /* The submitted event's detail of the new task t, as jx_dump would write it (keys sorted),
@@ -231,55 +232,18 @@ static void submitted_detail(struct jw *w, const struct task *t)
 	jw_raw(w, "", 1);
 }
 
-/* 1 when a new task of the open batch already has id. Ids begin with the millisecond they
- * were drawn in (store_new_task_id) and the batch's are drawn in order, so only the last ones,
- * of the same millisecond, can be equal; should the clock step back, the insert's own check
- * still finds an equal id (store_batch_write). */
-static int id_pending(const struct store *s, const char *id)
-{
-	for (int i = s->nrows - 1; i >= 0; i--) {
-		const char *other = s->new_rows[i]->id;
-		if (memcmp(other, id, STORE_TASK_ID_TIME) != 0)
-			return 0;
-		if (strcmp(other, id) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* An optimistic batch's new task: t, with a fresh id no other new task of the batch has and
- * the batch's next seq, kept for store_batch_write (the largest seq plus one, as SQLite
- * gives it, read once per batch). */
+/* An optimistic batch's new task: t, with a new seq and id, kept for store_batch_write. */
 static int defer_task(struct store *s, const struct task_req *req, const char *key,
 		      const struct submit_result *res, int64_t now_ms, char id[16],
 		      struct task *t)
 {
 	int rc = new_task(t, req, key, res, now_ms);
-	if (rc)
+	if (rc || (rc = new_task_id(s, t, now_ms, id)))
 		return rc;
-	if (!s->next_seq) {
-		sqlite3_stmt *st = store_stmt(s, "SELECT COALESCE(MAX(seq), 0) + 1 FROM tasks");
-		if (!st)
-			return GWB_EDB;
-		rc = sqlite3_step(st);
-		s->next_seq = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-		sqlite3_reset(st);
-		if (!s->next_seq)
-			return GWB_EDB;
-	}
-	int attempt = 0;
-	do
-		store_new_task_id(id);
-	while (id_pending(s, id) && ++attempt < 4);
-	if (attempt == 4)
-		return GWB_EDB; /* the generator is broken */
 	if (s->nrows == s->rows_cap) {
 		s->rows_cap = s->rows_cap ? 2 * s->rows_cap : 64;
 		s->new_rows = gwb_realloc(s->new_rows, (size_t)s->rows_cap * sizeof *s->new_rows);
 	}
-	copy_text(t->id, sizeof t->id, id); /* 14 characters */
-	task_job_name(id, t->job_name, sizeof t->job_name);
-	t->seq = s->next_seq++;
 	s->new_rows[s->nrows++] = t;
 	return 0;
 }
@@ -565,7 +529,7 @@ int store_task_read(sqlite3_stmt *st, struct task *t)
 
 int store_task_load(struct store *s, const char *id, struct task *out)
 {
-	sqlite3_stmt *st = store_stmt(s, TASK_SELECT "WHERE t.id = ?");
+	sqlite3_stmt *st = store_stmt(s, TASK_SELECT "WHERE " STORE_SQL_TASK_IS("t.", ":id"));
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, id);
@@ -580,7 +544,8 @@ int store_task_load(struct store *s, const char *id, struct task *out)
 
 int store_task_team(struct store *s, const char *id, char *team, size_t len)
 {
-	sqlite3_stmt *st = store_stmt(s, "SELECT team FROM tasks WHERE id = ?");
+	sqlite3_stmt *st =
+	    store_stmt(s, "SELECT team FROM tasks WHERE " STORE_SQL_TASK_IS("", ":id"));
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, id);

@@ -11,6 +11,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/store.h"
+#include "server/store_internal.h"
 #include "server/store_recon.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
@@ -199,17 +200,29 @@ TEST(store_migrations_are_numbered_and_reopen_cleanly)
 	store_close(s);
 }
 
-TEST(store_task_ids_are_dns_safe)
+/* A task id is "t-" and its seq in 12 base32 characters, DNS-safe (it names a Job), sorting
+ * as the seqs do; the seq comes back from it, and no other text gives one. */
+TEST(store_task_ids_encode_their_seq)
 {
-	for (int i = 0; i < 200; i++) {
+	const int64_t seqs[] = { 0, 1, 31, 32, 1000, INT64_C(1) << 40, STORE_TASK_SEQ_END - 1 };
+	char prev[16] = "";
+	for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
 		char id[16];
-		store_new_task_id(id);
+		store_task_id_encode(seqs[i], id);
 		CHECK_INT(strlen(id), 14);
 		CHECK(id[0] == 't' && id[1] == '-');
 		for (int k = 2; k < 14; k++)
 			CHECKF((id[k] >= 'a' && id[k] <= 'z') || (id[k] >= '2' && id[k] <= '7'),
 			       "bad id %s", id);
+		CHECKF(strcmp(prev, id) < 0, "%s sorts before %s", id, prev);
+		CHECK_INT(store_task_id_seq(id), seqs[i]);
+		memcpy(prev, id, sizeof id);
 	}
+	CHECK_STR(prev, "t-zzzzzzzzzzzz");
+	const char *bad[] = { NULL, "", "t-", "t-22222222222", "t-2222222222222", "u-222222222222",
+			      "t-22222222222A", "t-22222222222_", "t-222222222221", "T-222222222222" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECKF(store_task_id_seq(bad[i]) == -1, "%s", bad[i] ? bad[i] : "NULL");
 }
 
 TEST(store_token_lookup_and_uniqueness)
@@ -345,37 +358,45 @@ TEST(store_token_remembered_until_a_token_changes)
 	CHECK_STR(team, "beta");
 }
 
-/* Task ids take their random part from a pool filled 64 words at a time; a forked process
- * refills its own, so a parent and its child never hand out the same random parts. */
+/* A new seq's low 20 bits are random, from a pool filled 64 words at a time; a forked process
+ * refills its own, so a parent and its child never hand out the same random parts. Each draw
+ * is a second after the one before, so that none is merely the last one plus one; the store
+ * knows its next seq already (read before the fork), so the child runs no SQL. */
+static void random_parts(struct store *s, int64_t out[8])
+{
+	for (int i = 0; i < 8; i++) {
+		int64_t seq = 0;
+		CHECK_INT(store_task_seq_new(s, 1000 * (i + 2), &seq), 0);
+		CHECK_INT(seq >> 20, 1000 * (i + 2));
+		out[i] = seq & 0xfffff;
+	}
+}
+
 TEST(store_task_ids_differ_across_fork)
 {
-	char id[16], mine[8][5], theirs[8][5];
-	store_new_task_id(id); /* the pool is filled now, before the fork */
+	struct store *s = open_store(h_path("fork.db"));
+	t_defer(close_store, s);
+	int64_t mine[8], theirs[8], first = 0;
+	CHECK_INT(store_batch_begin(s), 0);
+	CHECK_INT(store_task_seq_new(s, 1000, &first), 0); /* the pool is filled now */
+	store_batch_rollback(s);
 	int fds[2];
 	CHECK(pipe(fds) == 0);
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
-		for (int i = 0; i < 8; i++) {
-			store_new_task_id(id);
-			if (write(fds[1], id + 10, 4) != 4)
-				_exit(1);
-		}
-		_exit(0);
+		random_parts(s, theirs);
+		_exit(write(fds[1], theirs, sizeof theirs) == (ssize_t)sizeof theirs ? 0 : 1);
 	}
 	close(fds[1]);
-	for (int i = 0; i < 8; i++) {
-		store_new_task_id(id);
-		memcpy(mine[i], id + 10, 4);
-		mine[i][4] = '\0';
-		CHECK(read(fds[0], theirs[i], 4) == 4);
-		theirs[i][4] = '\0';
-	}
+	random_parts(s, mine);
+	CHECK(read(fds[0], theirs, sizeof theirs) == (ssize_t)sizeof theirs);
 	close(fds[0]);
 	int status;
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	int same = 0;
 	for (int i = 0; i < 8; i++)
-		same += strcmp(mine[i], theirs[i]) == 0;
-	CHECKF(same < 8, "the child repeated the parent's random parts (%s...)", mine[0]);
+		same += mine[i] == theirs[i];
+	CHECKF(same < 8, "the child repeated the parent's random parts (%lld...)",
+	       (long long)mine[0]);
 }

@@ -5,7 +5,7 @@
  * batch (no savepoints) that refusals leave whole and an undone write spoils; the row a
  * submission hands back equal to the row read back; a team's reservations written once per
  * batch, exact across teams and changes to the team's row; an optimistic batch's new tasks
- * inserted together, in chunks, as the rows handed back, and a taken id that spoils it. */
+ * inserted together, in chunks, as the rows handed back, and a taken seq that spoils it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -311,7 +311,8 @@ TEST(store_batch_optimistic_spoiled_then_decided_with_savepoints)
 
 /* An optimistic batch's new tasks are inserted together by store_batch_write (40: a chunk of
  * 32 and one of 8): each as the row its decision handed back, with its outbox row and its
- * submitted event (the key in its detail), seqs in the order decided; a refusal among them
+ * submitted event (the key in its detail), seqs growing in the order decided, each the seq
+ * its id encodes; a refusal among them
  * leaves no row. */
 TEST(store_batch_optimistic_writes_its_new_tasks_together)
 {
@@ -345,8 +346,10 @@ TEST(store_batch_optimistic_writes_its_new_tasks_together)
 	for (int i = 0; i < N; i++) {
 		CHECK_INT(store_task_load(s, rows[i]->id, back), 0);
 		rows_same(rows[i], back);
+		CHECK_INT(store_task_id_seq(rows[i]->id), rows[i]->seq);
 		if (i)
-			CHECK_INT(rows[i]->seq, rows[i - 1]->seq + 1);
+			CHECKF(rows[i]->seq > rows[i - 1]->seq, "seq %lld after %lld",
+			       (long long)rows[i]->seq, (long long)rows[i - 1]->seq);
 	}
 	CHECK_INT(store_batch_commit(s), 0);
 	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM tasks"), N);
@@ -384,9 +387,10 @@ TEST(store_batch_optimistic_writes_its_new_tasks_together)
 	check_counts(s);
 }
 
-/* A new task whose id turns out taken when the batch writes its rows spoils the batch: run
- * again with savepoints, each insert runs at once and draws another id. */
-TEST(store_batch_write_of_a_taken_id_spoils_the_batch)
+/* A new task whose seq (and so its id) turns out taken when the batch writes its rows spoils
+ * the batch (only another writer of the file could have taken it): run again with
+ * savepoints, each insert runs at once and draws another seq, above the other writer's. */
+TEST(store_batch_write_of_a_taken_seq_spoils_the_batch)
 {
 	const char *db = h_path("id.db");
 	struct store *s = open_store(db, 0);
@@ -407,14 +411,14 @@ TEST(store_batch_write_of_a_taken_id_spoils_the_batch)
 			CHECK_INT(store_task_submit_row(s, &one, NULL, "fp", 100, 100000, &r, rows[i]),
 				  0);
 		if (optimistic) {
-			/* Another task took the second one's id meanwhile. */
+			/* Another task took the second one's seq and id meanwhile. */
 			char sql[512];
 			snprintf(sql, sizeof sql,
-				 "INSERT INTO tasks (id, team, state, name, gpu_memory_mib, "
+				 "INSERT INTO tasks (seq, id, team, state, name, gpu_memory_mib, "
 				 "gpu_core_percent, gpu_count, duration_seconds, qos, experiment, "
-				 "job_name, created_at, updated_at) VALUES ('%s', 'alpha', 'failed', "
-				 "'x', 1, 1, 1, 60, 'LS', 'normal', 'j', 1, 1)",
-				 rows[1]->id);
+				 "job_name, created_at, updated_at) VALUES (%lld, '%s', 'alpha', "
+				 "'failed', 'x', 1, 1, 1, 60, 'LS', 'normal', 'j', 1, 1)",
+				 (long long)rows[1]->seq, rows[1]->id);
 			CHECK(sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK);
 		}
 		CHECK_INT(store_batch_write(s), 0);

@@ -11,12 +11,15 @@
  * - 11 on version 10: the final tasks still holding their reservation have their own
  *   partial index, and the store's queries of unreleased tasks give what a scan of
  *   released = 0 gives, each part through an index;
+ * - 13 on version 12: the tasks keep every row, lose the index on id, and are found by the
+ *   seq their id encodes, or for the ids made before it through task_legacy_ids;
  * - a migration that would leave a reference broken is not committed. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "queue/codec.h"
@@ -370,6 +373,107 @@ TEST(store_migrations_9_and_10_keep_tasks_and_move_reservations_into_them)
 	CHECK_INT(one_int(h, "SELECT count(*) FROM reservations WHERE released = 0"), 1);
 	plan_uses(h, "SELECT id FROM tasks WHERE team = 'alpha' ORDER BY seq DESC",
 		  "tasks_team_seq");
+	sqlite3_close(h);
+}
+
+/* Every task column as versions 10 to 12 have them. */
+#define V12_TASKS                                                                           \
+	"SELECT seq, id, team, name, state, gpu_memory_mib, gpu_core_percent, gpu_count, "   \
+	"duration_seconds, qos, experiment, idempotency_key, job_name, job_uid, "              \
+	"job_suspended, pod_name, pod_uid, pod_node, pod_phase, exit_code, reason, "            \
+	"allocation, pending_message, pending_diagnosis, cancel_requested_at, created_at, "     \
+	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at, reserved_gpu_memory_mib, "   \
+	"reserved_gpu_core_percent, released, released_at, release_reason, release_evidence "   \
+	"FROM tasks ORDER BY seq"
+
+/* Migration 13 on version 12: the tasks keep every column of every row and their seqs, and
+ * lose the index on id; each is still found by its id, whatever that id encodes (a time and
+ * a random part, only a random part, the largest id there can be, or nothing: an id of a
+ * hand-made row); the team reference holds; a new task's id encodes its seq, sorts after the
+ * others, and never is an older task's id, even where the next seq would give one. */
+TEST(store_migration_13_finds_tasks_by_the_seq_their_id_encodes)
+{
+	const char *db = h_path("v12.db");
+	sqlite3 *h = at_version(db, 12);
+	exec(h, "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		"  VALUES ('alpha', 1000000, 1000000, 1, 1);"
+		"INSERT INTO tasks (seq, " TASK_MIN ", reserved_gpu_memory_mib,"
+		"  reserved_gpu_core_percent, released, release_reason) VALUES"
+		"  (1, 't-ocvlaaaaaaaa', 'alpha', 'running'" TASK_REST ", 1024, 25, 0, NULL),"
+		"  (2, 't-zzzzzzzzzzzz', 'alpha', 'succeeded'" TASK_REST ", 2048, 50, 1, 'ok'),"
+		"  (3, 't-22222222222d', 'alpha', 'queued'" TASK_REST ", 1024, 25, 0, NULL),"
+		"  (2097152, 't-a', 'alpha', 'queued'" TASK_REST ", 1024, 25, 0, NULL);"
+		"INSERT INTO task_events (task_id, ts, type, to_state) VALUES"
+		"  ('t-a', 1, 'submitted', 'queued'), ('t-ocvlaaaaaaaa', 1, 'submitted', 'queued');");
+	char before[4096];
+	rows_text(h, V12_TASKS, before, sizeof before);
+	sqlite3_close(h);
+
+	struct store *s = NULL;
+	char err[256];
+	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
+	t_defer(close_store, s);
+	CHECK_INT(store_schema_version(s), store_schema_latest());
+	const char *ids[] = { "t-ocvlaaaaaaaa", "t-zzzzzzzzzzzz", "t-22222222222d", "t-a" };
+	const int64_t seqs[] = { 1, 2, 3, 2097152 };
+	struct task *t = gwb_malloc(sizeof *t);
+	t_defer(gwb_free, t);
+	for (int i = 0; i < 4; i++) {
+		CHECK_INT(store_task_load(s, ids[i], t), 0);
+		CHECK_INT(t->seq, seqs[i]);
+		CHECK_STR(t->id, ids[i]);
+	}
+	/* An id that encodes an existing seq but is not that task's finds nothing. */
+	char other[16];
+	store_task_id_encode(2097152, other);
+	CHECK_INT(store_task_load(s, other, t), GWB_ENOTFOUND);
+	CHECK_INT(store_task_load(s, "t-b", t), GWB_ENOTFOUND);
+	/* Were the third task's id the one of the next seq (the largest plus one, with a clock
+	 * at 0 ms leaving the random part below it), that seq would be skipped. */
+	CHECK_INT(s->has_legacy, 1);
+	int64_t seq = 0;
+	char sql[160];
+	store_task_id_encode(2097152 + 1, other);
+	snprintf(sql, sizeof sql, "UPDATE task_legacy_ids SET id = '%s' WHERE seq = 3", other);
+	CHECK_INT(store_batch_begin(s), 0);
+	exec(s->db, sql);
+	CHECK_INT(store_task_seq_new(s, 0, &seq), 0);
+	CHECK_INT(seq, 2097152 + 2);
+	store_batch_rollback(s);
+	/* A submission: its id encodes its seq, above every other. */
+	struct task_req q = { .team = "alpha", .name = "n", .gpu_memory_mib = 1,
+			      .gpu_core_percent = 1, .gpu_count = 1, .duration_seconds = 60,
+			      .qos = "LS", .experiment = "normal" };
+	struct submit_result r;
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", clock_now_ms(), 100000, &r), 0);
+	CHECK_INT(store_task_load(s, r.task_id, t), 0);
+	CHECK_INT(store_task_id_seq(r.task_id), t->seq);
+	CHECK(t->seq > 2097152);
+	/* The lookup by id goes by the primary key. */
+	char p[1024];
+	plan(s->db, "SELECT state FROM tasks WHERE " STORE_SQL_TASK_IS("", ":id"), p, sizeof p);
+	CHECKF(strstr(p, "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"), "%s", p);
+	plan(s->db, "SELECT e.id FROM task_events e JOIN tasks t ON " STORE_SQL_TASK_IS(
+			    "t.", "e.task_id") " WHERE e.id > 0 ORDER BY e.id LIMIT 5",
+	     p, sizeof p);
+	CHECKF(strstr(p, "SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "%s", p);
+
+	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+	char after[4096];
+	rows_text(h, V12_TASKS " LIMIT 4", after, sizeof after);
+	CHECK_STR(after, before);
+	/* No index of tasks is on id; the team reference holds. */
+	CHECK_INT(one_int(h, "SELECT count(*) FROM pragma_index_list('tasks') WHERE origin = 'u'"),
+		  0);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+			     "tbl_name = 'tasks'"),
+		  3);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM pragma_foreign_key_list('tasks') WHERE "
+			     "\"table\" = 'teams'"),
+		  1);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM task_legacy_ids"), 4);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v13'"), 0);
+	CHECK_INT(one_int(h, "SELECT count(*) FROM reservations"), 5);
 	sqlite3_close(h);
 }
 
