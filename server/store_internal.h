@@ -151,6 +151,8 @@ int64_t store_outbox_gate(const struct store *s);
 /* Closes a batch of store_batch_begin_later: synchronous=FULL again, and a sync asked for
  * when it committed. Nothing for another batch. */
 void store_batch_later_end(struct store *s, int committed);
+/* The loop's WAL syncs so far: passed on to the disk, and left to the sync thread (tests). */
+void store_wal_syncs(struct store *s, int64_t *passed, int64_t *left);
 /* Installs the connection's update hook (store_open does). */
 void store_outbox_hook(struct store *s);
 /* Sets ob_low from the file: the first unpublished outbox row, or the next id when none is
@@ -286,6 +288,13 @@ const char *store_col_text(sqlite3_stmt *st, int idx);
  * registered at the first call over the default VFS of that moment; NULL (SQLite's default)
  * if it could not be. Not thread-safe: stores are opened on one thread. */
 const char *store_vfs_name(void);
+/* File controls of that VFS, on the database file ("main"), above SQLite's own opcodes:
+ * - STORE_FCNTL_SYNC_LATER (int *: 1 or 0): from now on the sync SQLite asks for at each
+ *   COMMIT (synchronous=FULL) is left out, until 0 again; the WAL is written as before, and
+ *   the sync thread syncs it (store_batch_begin_later);
+ * - STORE_FCNTL_WAL_SYNCS (int64_t[2]): the syncs of the WAL file passed on, and left out. */
+#define STORE_FCNTL_SYNC_LATER 0x67770001
+#define STORE_FCNTL_WAL_SYNCS 0x67770002
 
 /* Makes SQLite allocate through size classes kept on free lists (store_mem.c). Only possible
  * before SQLite is initialised: 0, or -1 when it is too late (SQLite's allocator stays). */

@@ -1,7 +1,8 @@
 /* Durable later: the group commit's fsync off the event loop.
  *
- * A batch of submissions commits with synchronous=NORMAL, which in WAL mode writes the
- * batch's frames to the WAL without syncing them, and the loop goes on to the next batch.
+ * A batch of submissions commits without the sync SQLite asks for at a COMMIT (the VFS leaves
+ * it out, store_vfs.c: as synchronous=NORMAL would, in WAL mode), so the batch's frames are
+ * in the WAL unsynced, and the loop goes on to the next batch.
  * One thread owns the fsync: it runs fdatasync on the WAL file and tells the loop (a pipe),
  * which then knows every commit made before the sync began is on the disk. Its owner answers
  * the batch's requests only then, so no reply leaves before its decision is durable: the
@@ -306,27 +307,29 @@ int store_sync_done(struct store *s)
 	return rc;
 }
 
-/* PRAGMA synchronous, FULL or NORMAL, from the statement cache (outside a transaction: SQLite
- * refuses it inside one): 0 or GWB_EDB. */
-static int pragma_sync(struct store *s, int full)
+/* Whether the connection's commits leave their WAL sync to the thread (the VFS's
+ * STORE_FCNTL_SYNC_LATER): 0 or GWB_EDB. The setting stays synchronous=FULL: switching it
+ * with PRAGMA synchronous took a statement compiled again each time (the pragma acts when it
+ * is prepared), twice per batch. */
+static int sync_later(struct store *s, int on)
 {
-	sqlite3_stmt *st =
-	    store_stmt(s, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-	return st ? store_step_done(s, st) : GWB_EDB;
+	return sqlite3_file_control(s->db, "main", STORE_FCNTL_SYNC_LATER, &on) == SQLITE_OK
+		   ? 0
+		   : GWB_EDB;
 }
 
 int store_batch_begin_later(struct store *s)
 {
 	if (!s->sync || s->in_batch)
 		return store_batch_begin_optimistic(s);
-	/* Only this batch's COMMIT skips SQLite's own sync: the setting is back to FULL as soon
+	/* Only this batch's COMMIT skips SQLite's own sync: every other one syncs again as soon
 	 * as the batch is closed (store_batch_later_end), before any other write. */
-	int rc = pragma_sync(s, 0);
+	int rc = sync_later(s, 1);
 	if (rc)
 		return rc;
 	rc = store_batch_begin_optimistic(s);
 	if (rc) {
-		pragma_sync(s, 1);
+		sync_later(s, 0);
 		return rc;
 	}
 	s->batch_later = 1;
@@ -338,10 +341,18 @@ void store_batch_later_end(struct store *s, int committed)
 	if (!s->batch_later)
 		return;
 	s->batch_later = 0;
-	if (pragma_sync(s, 1))
-		log_error("store", "synchronous_not_restored", "db=%s", log_q(store_errmsg(s)));
+	if (sync_later(s, 0))
+		log_error("store", "sync_not_restored", "db=%s", log_q(store_errmsg(s)));
 	if (committed)
 		sync_request(s);
+}
+
+void store_wal_syncs(struct store *s, int64_t *passed, int64_t *left)
+{
+	int64_t n[2] = { 0, 0 };
+	sqlite3_file_control(s->db, "main", STORE_FCNTL_WAL_SYNCS, n);
+	*passed = n[0];
+	*left = n[1];
 }
 
 int store_synchronous(struct store *s)

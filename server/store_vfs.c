@@ -43,6 +43,12 @@ struct vfile {
 	int len;
 	int commit_next; /* the last header gathered was a commit frame's: flush after its page */
 	int deferred_rc; /* a flush that failed where nothing could be returned */
+	/* For a database file: its commits' WAL syncs are left to the sync thread
+	 * (STORE_FCNTL_SYNC_LATER). For a WAL file: the last write ended a commit frame, so a
+	 * sync now is that commit's; and the syncs passed on and left out. */
+	int sync_later;
+	int commit_written;
+	int64_t syncs, syncs_left;
 };
 
 static sqlite3_vfs gwb_vfs;
@@ -97,6 +103,7 @@ static int v_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 off
 	struct vfile *f = (struct vfile *)p;
 	if (!f->wal)
 		return f->under->pMethods->xWrite(f->under, data, amt, off);
+	f->commit_written = 0;
 	if (f->len > 0 && (off != f->off + f->len || f->len + amt > WAL_BUF_MAX)) {
 		int rc = wal_flush(f);
 		if (rc != SQLITE_OK)
@@ -120,6 +127,7 @@ static int v_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 off
 	}
 	if (f->commit_next) {
 		f->commit_next = 0;
+		f->commit_written = 1;
 		return wal_flush(f);
 	}
 	return SQLITE_OK;
@@ -132,10 +140,24 @@ static int v_truncate(sqlite3_file *p, sqlite3_int64 size)
 	return f->under->pMethods->xTruncate(f->under, size);
 }
 
+/* A WAL file's sync right after a commit frame, when its database file's commits are synced
+ * later, is left out: the commit is published unsynced, as synchronous=NORMAL would have it,
+ * and the sync thread makes it durable (store_sync.c). Every other sync is passed on: a
+ * checkpoint's, the WAL header's after a restart (its write came after the commit frame),
+ * and any commit's while the flag is off. */
 static int v_sync(sqlite3_file *p, int flags)
 {
 	struct vfile *f = (struct vfile *)p;
 	FLUSHED(f);
+	if (f->wal) {
+		int later = f->commit_written && f->db && f->db->sync_later;
+		f->commit_written = 0;
+		if (later) {
+			f->syncs_left++;
+			return SQLITE_OK;
+		}
+		f->syncs++;
+	}
 	return f->under->pMethods->xSync(f->under, flags);
 }
 
@@ -167,6 +189,16 @@ static int v_check_reserved(sqlite3_file *p, int *out)
 static int v_file_control(sqlite3_file *p, int op, void *arg)
 {
 	struct vfile *f = (struct vfile *)p;
+	if (op == STORE_FCNTL_SYNC_LATER && !f->wal) {
+		f->sync_later = *(const int *)arg;
+		return SQLITE_OK;
+	}
+	if (op == STORE_FCNTL_WAL_SYNCS && !f->wal) {
+		int64_t *out = arg;
+		out[0] = f->peer ? f->peer->syncs : 0;
+		out[1] = f->peer ? f->peer->syncs_left : 0;
+		return SQLITE_OK;
+	}
 	FLUSHED(f);
 	return f->under->pMethods->xFileControl(f->under, op, arg);
 }

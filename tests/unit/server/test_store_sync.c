@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "queue/codec.h"
 #include "server/store.h"
+#include "server/store_internal.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
@@ -88,10 +89,15 @@ TEST(store_sync_batch_durable_after_the_thread_and_intents_wait_for_it)
 	CHECK(store_durable_seq(s) == before);
 
 	woken = 0;
+	int64_t passed0, left0, passed, left;
+	store_wal_syncs(s, &passed0, &left0);
 	submit_later(s, "one");
 	CHECK(store_commit_seq(s) == before + 1);
 	CHECK(store_durable_seq(s) == before); /* committed, not yet known to be on the disk */
-	CHECK_INT(store_synchronous(s), 2);    /* FULL again for every other write */
+	CHECK_INT(store_synchronous(s), 2);    /* FULL, for every other write */
+	store_wal_syncs(s, &passed, &left);    /* its COMMIT's sync was left to the thread */
+	CHECK_INT(passed, passed0);
+	CHECK_INT(left, left0 + 1);
 	CHECK_INT(unpublished(s), 0);          /* the relay does not see its intent yet */
 	int at_insert = woken;
 	wait_sync(s);
@@ -104,6 +110,12 @@ TEST(store_sync_batch_durable_after_the_thread_and_intents_wait_for_it)
 	CHECK_INT(st.syncs, 1);
 	CHECK_INT(st.failed, 0);
 	CHECK_INT(st.pending, 0);
+	/* Any other commit syncs in its COMMIT, as synchronous=FULL does. */
+	int created = 0;
+	CHECK_INT(store_team_put(s, "beta", 16, 1, NULL, 1, &created), 0);
+	store_wal_syncs(s, &passed, &left);
+	CHECK_INT(passed, passed0 + 1);
+	CHECK_INT(left, left0 + 1);
 }
 
 TEST(store_sync_full_commit_makes_earlier_ones_durable)
