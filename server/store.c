@@ -243,8 +243,8 @@ static const char *const migrations[] = {
 	 * instructions, measured). The ids of the tasks already there encode something else (a
 	 * time and a random part, or only a random part): task_legacy_ids keeps each with its seq,
 	 * and is looked up first. The table is rebuilt without the UNIQUE constraint, its rows,
-	 * seqs and every column kept; no new task ever takes an id of this table (the store draws
-	 * new seqs above every seq its ids encode). */
+	 * seqs and every column kept; no new task ever takes an id of this table
+	 * (store_task_seq_new skips those). */
 	"CREATE TABLE task_legacy_ids (id TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;"
 	"INSERT INTO task_legacy_ids (id, seq) SELECT id, seq FROM tasks;"
 	"DROP VIEW reservations;"

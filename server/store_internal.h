@@ -148,8 +148,8 @@ int store_checkpoint_counted(struct store *s, int rc, int log, int done, int tru
 void store_durable_all(struct store *s);
 /* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */
 int64_t store_outbox_gate(const struct store *s);
-/* Closes a batch of store_batch_begin_later: synchronous=FULL again, and a sync asked for
- * when it committed. Nothing for another batch. */
+/* Closes a batch of store_batch_begin_later: commits sync in their COMMIT again, and a sync
+ * is asked of the thread when it committed. Nothing for another batch. */
 void store_batch_later_end(struct store *s, int committed);
 /* The loop's WAL syncs so far: passed on to the disk, and left to the sync thread (tests). */
 void store_wal_syncs(struct store *s, int64_t *passed, int64_t *left);

@@ -59,8 +59,9 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
 		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
-		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON " STORE_SQL_TASK_IS("t.", "o.task_id") " "
-		   "WHERE o.id >= ? AND o.id < ? AND o.published_at IS NULL ORDER BY o.id LIMIT ?");
+		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON "
+		   STORE_SQL_TASK_IS("t.", "o.task_id") " WHERE o.id >= ? AND o.id < ? AND "
+		   "o.published_at IS NULL ORDER BY o.id LIMIT ?");
 	if (!st)
 		return GWB_EDB;
 	sqlite3_bind_int64(st, 1, s->ob_low);
