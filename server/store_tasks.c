@@ -1,5 +1,6 @@
 /* The store's task side: the submission transaction, task reads (rows, through the column list
  * of server/task.h), listings and event history. The API shapes the JSON. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -556,22 +557,52 @@ int store_task_team(struct store *s, const char *id, char *team, size_t len)
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
 
+/* A team's tasks of every state below seq ?3, newest first, at most ?4: the newest ?4 of each
+ * state, each read backwards in tasks_state_team, then merged. That index serves a team's
+ * listing since migration 14 dropped the one on (team, seq): a submission inserts into one
+ * index fewer. The text is built once, from the lifecycle table. */
+static const char *team_list_sql(void)
+{
+	static char sql[4096];
+	if (!sql[0]) {
+		size_t len = (size_t)snprintf(sql, sizeof sql, "%s", TASK_SELECT "WHERE t.seq IN (");
+		for (int i = 0; i < TASK_NSTATES && len < sizeof sql; i++)
+			len += (size_t)snprintf(sql + len, sizeof sql - len,
+						"%sSELECT seq FROM (SELECT seq FROM tasks WHERE state = "
+						"'%s' AND team = ?1 AND seq < ?3 ORDER BY seq DESC "
+						"LIMIT ?4)",
+						i ? " UNION ALL " : "", task_state_name((enum task_state)i));
+		if (len < sizeof sql)
+			len += (size_t)snprintf(sql + len, sizeof sql - len,
+						") ORDER BY t.seq DESC LIMIT ?4");
+		if (len >= sizeof sql) {
+			sql[0] = '\0';
+			log_error("store", "team_list_sql_too_long", "states=%d", TASK_NSTATES);
+			return NULL;
+		}
+	}
+	return sql;
+}
+
 int store_task_list(struct store *s, const char *team, const char *state, int64_t cursor,
 		    int limit, store_task_fn fn, void *arg, int64_t *next)
 {
-	/* Two shapes so the (team, seq) index serves the common per-team listing. */
-	sqlite3_stmt *st =
-		team ? store_stmt(s, TASK_SELECT "WHERE t.team = ?1 AND (?2 IS NULL OR t.state = "
-						 "?2) AND (?3 = 0 OR t.seq < ?3) ORDER BY t.seq "
-						 "DESC LIMIT ?4")
-		     : store_stmt(s, TASK_SELECT "WHERE (?2 IS NULL OR t.state = ?2) AND (?3 = 0 OR "
-						 "t.seq < ?3) ORDER BY t.seq DESC LIMIT ?4");
+	/* Three shapes, each through an index: a team's tasks of one state, or of all
+	 * (team_list_sql), by tasks_state_team; every team's, by the primary key. */
+	const char *sql = !team  ? TASK_SELECT "WHERE (?2 IS NULL OR t.state = ?2) AND (?3 = 0 OR "
+					       "t.seq < ?3) ORDER BY t.seq DESC LIMIT ?4"
+			  : state ? TASK_SELECT "WHERE t.state = ?2 AND t.team = ?1 AND t.seq < ?3 "
+						"ORDER BY t.seq DESC LIMIT ?4"
+				  : team_list_sql();
+	sqlite3_stmt *st = sql ? store_stmt(s, sql) : NULL;
 	if (!st)
 		return GWB_EDB;
 	if (team)
 		store_bind_text(st, 1, team);
 	store_bind_text(st, 2, state);
-	sqlite3_bind_int64(st, 3, cursor);
+	/* No cursor: from the newest (the team's statements compare seq < ?3 alone, so that the
+	 * index's range starts there). */
+	sqlite3_bind_int64(st, 3, team && !cursor ? INT64_MAX : cursor);
 	sqlite3_bind_int(st, 4, limit + 1); /* one more tells whether a next page exists */
 	/* One row at a time: a task is some 12 KB, a page of them is not kept. */
 	struct task *t = gwb_malloc(sizeof *t);

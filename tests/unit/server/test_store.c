@@ -126,6 +126,70 @@ TEST_T(store_race_30_processes_quota_for_exactly_two, 120)
 	CHECK_INT(store_check(s), 0);
 }
 
+static void list_seqs(void *arg, const struct task *t)
+{
+	json_array_append_new(arg, json_integer(t->seq));
+}
+
+/* A team's listing, newest first, page by page, whatever state each task is in: the newest
+ * of each state are merged (store_task_list), so no task is skipped or listed twice, and
+ * another team's never appear; with a state, only those. */
+TEST(store_task_list_of_a_team_across_states_in_pages)
+{
+	struct store *s = open_store(h_path("list.db"));
+	t_defer(close_store, s);
+	int created;
+	CHECK_INT(store_team_put(s, "alpha", 1 << 20, 100000, NULL, 1, &created), 0);
+	CHECK_INT(store_team_put(s, "beta", 1 << 20, 100000, NULL, 1, &created), 0);
+	enum { N = 23 };
+	static const char *const states[] = { "queued", "running", "succeeded", "failed",
+					      "pending" };
+	int64_t want[N];
+	struct submit_result r;
+	for (int i = 0; i < N; i++) {
+		struct task_req q = req_of(i % 4 == 3 ? "beta" : "alpha", 16, 1);
+		CHECK_INT(store_task_submit(s, &q, NULL, "fp", 1000 + i, 100000, &r), 0);
+		struct task *t = gwb_malloc(sizeof *t);
+		CHECK_INT(store_task_load(s, r.task_id, t), 0);
+		want[i] = t->seq;
+		gwb_free(t);
+		char sql[160];
+		snprintf(sql, sizeof sql, "UPDATE tasks SET state = '%s' WHERE seq = %lld",
+			 states[(i * 7) % 5], (long long)want[i]);
+		CHECK(sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK);
+	}
+	json_t *got = json_array();
+	int64_t cursor = 0, next = 0;
+	int pages = 0;
+	do {
+		size_t before = json_array_size(got);
+		CHECK_INT(store_task_list(s, "alpha", NULL, cursor, 4, list_seqs, got, &next), 0);
+		CHECK(json_array_size(got) - before <= 4);
+		cursor = next;
+		CHECK(++pages < 20);
+	} while (next);
+	int k = 0;
+	for (int i = N - 1; i >= 0; i--) {
+		if (i % 4 == 3)
+			continue;
+		CHECKF((size_t)k < json_array_size(got) &&
+			       json_integer_value(json_array_get(got, (size_t)k)) == want[i],
+		       "position %d: want seq %lld", k, (long long)want[i]);
+		k++;
+	}
+	CHECK_INT(json_array_size(got), k);
+	CHECK_INT(pages, (k + 3) / 4);
+	json_decref(got);
+	got = json_array();
+	CHECK_INT(store_task_list(s, "alpha", "running", 0, 100, list_seqs, got, &next), 0);
+	k = 0;
+	for (int i = N - 1; i >= 0; i--)
+		if (i % 4 != 3 && (i * 7) % 5 == 1)
+			CHECK(json_integer_value(json_array_get(got, (size_t)k++)) == want[i]);
+	CHECK_INT(json_array_size(got), k);
+	json_decref(got);
+}
+
 TEST(store_idempotency_replay_conflict_and_scope)
 {
 	struct store *s = open_store(h_path("idem.db"));
