@@ -21,6 +21,30 @@
 	"allocation, pending_message, pending_diagnosis, cancel_requested_at, created_at, "   \
 	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at"
 
+/* The definitions of the task columns after id, as migration 9 wrote them (13 too). */
+#define V9_TASK_DEFS                                                                        \
+	"  team TEXT NOT NULL REFERENCES teams(name),"                                      \
+	"  name TEXT NOT NULL,"                                                             \
+	"  state TEXT NOT NULL,"                                                            \
+	"  gpu_memory_mib INTEGER NOT NULL,"                                                \
+	"  gpu_core_percent INTEGER NOT NULL,"                                              \
+	"  gpu_count INTEGER NOT NULL,"                                                     \
+	"  duration_seconds INTEGER NOT NULL,"                                              \
+	"  qos TEXT NOT NULL,"                                                              \
+	"  experiment TEXT NOT NULL,"                                                       \
+	"  idempotency_key TEXT,"                                                           \
+	"  job_name TEXT NOT NULL,"                                                         \
+	"  job_uid TEXT,"                                                                   \
+	"  job_suspended INTEGER NOT NULL DEFAULT 0,"                                       \
+	"  pod_name TEXT, pod_uid TEXT, pod_node TEXT, pod_phase TEXT,"                     \
+	"  exit_code INTEGER, reason TEXT,"                                                 \
+	"  allocation TEXT,"                                                                \
+	"  pending_message TEXT, pending_diagnosis TEXT,"                                   \
+	"  cancel_requested_at INTEGER,"                                                    \
+	"  created_at INTEGER NOT NULL,"                                                    \
+	"  updated_at INTEGER NOT NULL,"                                                    \
+	"  pod_deleted_at TEXT, cluster_uid TEXT, pod_deadline_at INTEGER"
+
 /* The task columns migration 13 copies, as versions 10 to 12 left them. */
 #define V13_TASK_COLUMNS                                                                   \
 	V9_TASK_COLUMNS ", reserved_gpu_memory_mib, reserved_gpu_core_percent, released, "    \
@@ -165,28 +189,7 @@ static const char *const migrations[] = {
 	 * reference), and foreign_key_check runs before their commit. */
 	"CREATE TABLE tasks_v9 ("
 	"  seq INTEGER PRIMARY KEY,"
-	"  id TEXT NOT NULL UNIQUE,"
-	"  team TEXT NOT NULL REFERENCES teams(name),"
-	"  name TEXT NOT NULL,"
-	"  state TEXT NOT NULL,"
-	"  gpu_memory_mib INTEGER NOT NULL,"
-	"  gpu_core_percent INTEGER NOT NULL,"
-	"  gpu_count INTEGER NOT NULL,"
-	"  duration_seconds INTEGER NOT NULL,"
-	"  qos TEXT NOT NULL,"
-	"  experiment TEXT NOT NULL,"
-	"  idempotency_key TEXT,"
-	"  job_name TEXT NOT NULL,"
-	"  job_uid TEXT,"
-	"  job_suspended INTEGER NOT NULL DEFAULT 0,"
-	"  pod_name TEXT, pod_uid TEXT, pod_node TEXT, pod_phase TEXT,"
-	"  exit_code INTEGER, reason TEXT,"
-	"  allocation TEXT,"
-	"  pending_message TEXT, pending_diagnosis TEXT,"
-	"  cancel_requested_at INTEGER,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL,"
-	"  pod_deleted_at TEXT, cluster_uid TEXT, pod_deadline_at INTEGER);"
+	"  id TEXT NOT NULL UNIQUE," V9_TASK_DEFS ");"
 	"INSERT INTO tasks_v9 (" V9_TASK_COLUMNS ") SELECT " V9_TASK_COLUMNS " FROM tasks;"
 	"DROP TABLE tasks;"
 	"ALTER TABLE tasks_v9 RENAME TO tasks;"
@@ -250,28 +253,7 @@ static const char *const migrations[] = {
 	"DROP VIEW reservations;"
 	"CREATE TABLE tasks_v13 ("
 	"  seq INTEGER PRIMARY KEY,"
-	"  id TEXT NOT NULL,"
-	"  team TEXT NOT NULL REFERENCES teams(name),"
-	"  name TEXT NOT NULL,"
-	"  state TEXT NOT NULL,"
-	"  gpu_memory_mib INTEGER NOT NULL,"
-	"  gpu_core_percent INTEGER NOT NULL,"
-	"  gpu_count INTEGER NOT NULL,"
-	"  duration_seconds INTEGER NOT NULL,"
-	"  qos TEXT NOT NULL,"
-	"  experiment TEXT NOT NULL,"
-	"  idempotency_key TEXT,"
-	"  job_name TEXT NOT NULL,"
-	"  job_uid TEXT,"
-	"  job_suspended INTEGER NOT NULL DEFAULT 0,"
-	"  pod_name TEXT, pod_uid TEXT, pod_node TEXT, pod_phase TEXT,"
-	"  exit_code INTEGER, reason TEXT,"
-	"  allocation TEXT,"
-	"  pending_message TEXT, pending_diagnosis TEXT,"
-	"  cancel_requested_at INTEGER,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL,"
-	"  pod_deleted_at TEXT, cluster_uid TEXT, pod_deadline_at INTEGER,"
+	"  id TEXT NOT NULL," V9_TASK_DEFS ","
 	"  reserved_gpu_memory_mib INTEGER, reserved_gpu_core_percent INTEGER,"
 	"  released INTEGER NOT NULL DEFAULT 0, released_at INTEGER, release_reason TEXT,"
 	"  release_evidence TEXT);"

@@ -282,12 +282,13 @@ static void rows_text(sqlite3 *h, const char *sql, char *out, size_t len)
 }
 
 /* The task columns as version 8 had them, and the reservations' (a table, then a view). */
-#define V8_TASKS                                                                            \
-	"SELECT seq, id, team, name, state, gpu_memory_mib, gpu_core_percent, gpu_count, "   \
+#define V8_TASK_COLUMNS                                                                     \
+	"seq, id, team, name, state, gpu_memory_mib, gpu_core_percent, gpu_count, "            \
 	"duration_seconds, qos, experiment, idempotency_key, job_name, job_uid, "              \
 	"job_suspended, pod_name, pod_uid, pod_node, pod_phase, exit_code, reason, "            \
 	"allocation, pending_message, pending_diagnosis, cancel_requested_at, created_at, "     \
-	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at FROM tasks ORDER BY seq"
+	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at"
+#define V8_TASKS "SELECT " V8_TASK_COLUMNS " FROM tasks ORDER BY seq"
 #define ALL_RESERVATIONS                                                                   \
 	"SELECT task_id, team, gpu_memory_mib, gpu_core_percent, released, released_at, "     \
 	"release_reason, release_evidence FROM reservations ORDER BY task_id"
@@ -378,15 +379,10 @@ TEST(store_migrations_9_and_10_keep_tasks_and_move_reservations_into_them)
 	sqlite3_close(h);
 }
 
-/* Every task column as versions 10 to 12 have them. */
+/* Every task column as versions 10 to 14 have them. */
 #define V12_TASKS                                                                           \
-	"SELECT seq, id, team, name, state, gpu_memory_mib, gpu_core_percent, gpu_count, "   \
-	"duration_seconds, qos, experiment, idempotency_key, job_name, job_uid, "              \
-	"job_suspended, pod_name, pod_uid, pod_node, pod_phase, exit_code, reason, "            \
-	"allocation, pending_message, pending_diagnosis, cancel_requested_at, created_at, "     \
-	"updated_at, pod_deleted_at, cluster_uid, pod_deadline_at, reserved_gpu_memory_mib, "   \
-	"reserved_gpu_core_percent, released, released_at, release_reason, release_evidence "   \
-	"FROM tasks ORDER BY seq"
+	"SELECT " V8_TASK_COLUMNS ", reserved_gpu_memory_mib, reserved_gpu_core_percent, "     \
+	"released, released_at, release_reason, release_evidence FROM tasks ORDER BY seq"
 
 /* Migration 13 on version 12: the tasks keep every column of every row and their seqs, and
  * lose the index on id; each is still found by its id, whatever that id encodes (a time and
