@@ -1059,6 +1059,9 @@ void store_close(struct store *s)
 	store_ckpt_stop(s);
 	for (int i = 0; i < s->ncache; i++)
 		sqlite3_finalize(s->cache[i].stmt);
+	for (int t = 0; t < STORE_ROWS_TABLES; t++)
+		for (int n = 0; n <= STORE_ROWS_MAX; n++)
+			sqlite3_finalize(s->rows_st[t][n]);
 	sqlite3_close(s->db);
 	jw_free(&s->submit_detail);
 	gwb_free(s->new_rows);

@@ -18,6 +18,10 @@
  * another process (another server on the same file) can go unseen. */
 #define STORE_TOKEN_TTL_MS 1000
 
+/* A batch's new tasks are inserted STORE_ROWS_MAX at most per statement, into three tables. */
+#define STORE_ROWS_MAX 32
+enum { STORE_ROWS_TASKS, STORE_ROWS_OUTBOX, STORE_ROWS_EVENTS, STORE_ROWS_TABLES };
+
 struct store {
 	/* The detail of a submission's event, written into this one buffer every time. */
 	struct jw submit_detail;
@@ -55,6 +59,8 @@ struct store {
 	struct task **new_rows;
 	int nrows, rows_cap, unit_rows;
 	int64_t next_seq;
+	/* The batch's multi-row INSERTs, by table and number of rows (store_tasks.c). */
+	sqlite3_stmt *rows_st[STORE_ROWS_TABLES][STORE_ROWS_MAX + 1];
 	/* task_legacy_ids has rows: a new seq's id is checked against them. */
 	int has_legacy;
 	int write_rc;

@@ -249,7 +249,7 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 	return 0;
 }
 
-static int trail_insert(struct store *s, struct task *const *rows, int size_log);
+static int trail_insert(struct store *s, struct task *const *rows, int n);
 
 /* The writes of an accepted submission, after the checks. Inside an optimistic batch (when
  * the caller's row outlives the batch: may_defer) the task, its outbox row and its event are
@@ -294,53 +294,55 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 			return rc;
 	}
 	/* Its outbox row and its event, as a batch writes them (store_batch_write). */
-	return defer ? 0 : trail_insert(s, &t, 0);
+	return defer ? 0 : trail_insert(s, &t, 1);
 }
 
-/* Up to ROWS_MAX new tasks per statement (and as many outbox rows and events): a statement
- * for 32, 16, 8, 4, 2 and 1 rows of each, its text built once. */
-#define ROWS_MAX 32
-#define ROWS_SIZES 6
-
-enum { ROWS_TASKS, ROWS_OUTBOX, ROWS_EVENTS, ROWS_TABLES };
-
-static const char *const rows_head[ROWS_TABLES] = {
+/* Up to STORE_ROWS_MAX new tasks per statement (and as many outbox rows and events): a
+ * statement of exactly as many rows as the batch has (a batch of 25 in one statement per
+ * table, not three of 16, 8 and 1: a statement's own cost, its cursors and its program, is
+ * about 3k instructions), each prepared the first time its size is needed and kept in the
+ * store (s->rows_st), outside the statement cache and its search. */
+static const char *const rows_head[STORE_ROWS_TABLES] = {
 	"INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(INS_COL) ") VALUES ",
 	"INSERT INTO outbox (task_id, team, kind, attempt, created_at) VALUES ",
 	"INSERT INTO task_events (task_id, ts, type, from_state, to_state, detail) VALUES ",
 };
 /* A row's values; %s is the new task's state, a literal like the other values every row
  * shares (a literal costs the statement less than a parameter bound for each row). */
-static const char *const rows_group[ROWS_TABLES] = {
+static const char *const rows_group[STORE_ROWS_TABLES] = {
 	"(?, '%s', ?" TASK_COLUMNS(INS_VAL) ")",
 	"(?, ?, 'create', 1, ?)",
 	"(?, ?, 'submitted', NULL, '%s', ?)",
 };
 
-/* The text of table's INSERT of 1 << size_log rows (the statement cache knows a text by its
- * address: each is built once, into its own buffer), or NULL when it does not fit. */
-static const char *rows_sql(int table, int size_log)
+/* table's INSERT of n rows (1 to STORE_ROWS_MAX), reset, or NULL when it cannot be prepared. */
+static sqlite3_stmt *rows_stmt(struct store *s, int table, int n)
 {
-	static char sql[ROWS_TABLES][ROWS_SIZES][3072];
-	char *b = sql[table][size_log];
-	if (!b[0]) {
-		size_t len = (size_t)snprintf(b, sizeof sql[0][0], "%s", rows_head[table]);
-		for (int i = 0; i < 1 << size_log && len < sizeof sql[0][0]; i++) {
-			if (i)
-				len += (size_t)snprintf(b + len, sizeof sql[0][0] - len, ", ");
-			if (len < sizeof sql[0][0])
-				len += (size_t)snprintf(b + len, sizeof sql[0][0] - len,
-							rows_group[table],
-							task_state_name(TASK_QUEUED));
-		}
-		if (len >= sizeof sql[0][0]) {
-			b[0] = '\0';
-			log_error("store", "rows_sql_too_long", "table=%d rows=%d", table,
-				  1 << size_log);
-			return NULL;
-		}
+	sqlite3_stmt **slot = &s->rows_st[table][n];
+	if (*slot) {
+		sqlite3_reset(*slot);
+		sqlite3_clear_bindings(*slot);
+		return *slot;
 	}
-	return b;
+	char sql[3072];
+	size_t len = (size_t)snprintf(sql, sizeof sql, "%s", rows_head[table]);
+	for (int i = 0; i < n && len < sizeof sql; i++) {
+		if (i)
+			len += (size_t)snprintf(sql + len, sizeof sql - len, ", ");
+		if (len < sizeof sql)
+			len += (size_t)snprintf(sql + len, sizeof sql - len, rows_group[table],
+						task_state_name(TASK_QUEUED));
+	}
+	if (len >= sizeof sql) {
+		log_error("store", "rows_sql_too_long", "table=%d rows=%d", table, n);
+		return NULL;
+	}
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) !=
+	    SQLITE_OK) {
+		log_error("store", "prepare_failed", "error=%s", log_q(sqlite3_errmsg(s->db)));
+		*slot = NULL;
+	}
+	return *slot;
 }
 
 /* 0, or the step's failure as the store's error: GWB_ECONFLICT for a constraint (a task id
@@ -355,14 +357,12 @@ static int rows_step(struct store *s, sqlite3_stmt *st)
 	return rc == SQLITE_CONSTRAINT ? GWB_ECONFLICT : store_rc_err(s, rc);
 }
 
-/* The outbox rows and submitted events of n = 1 << size_log new tasks, inserted already. */
-static int trail_insert(struct store *s, struct task *const *rows, int size_log)
+/* The outbox rows and submitted events of n new tasks, inserted already. */
+static int trail_insert(struct store *s, struct task *const *rows, int n)
 {
-	int n = 1 << size_log;
-	const char *sql;
 	sqlite3_stmt *st;
 	int idx = 1, rc;
-	if (!(sql = rows_sql(ROWS_OUTBOX, size_log)) || !(st = store_stmt(s, sql)))
+	if (!(st = rows_stmt(s, STORE_ROWS_OUTBOX, n)))
 		return GWB_EDB;
 	for (int k = 0; k < n; k++) {
 		store_bind_text_until_step(st, idx++, rows[k]->id);
@@ -374,14 +374,14 @@ static int trail_insert(struct store *s, struct task *const *rows, int size_log)
 	/* The events' details one after the other in one buffer, each ended by its NUL. */
 	struct jw *w = &s->submit_detail;
 	jw_reset(w);
-	size_t at[ROWS_MAX];
+	size_t at[STORE_ROWS_MAX];
 	for (int k = 0; k < n; k++) {
 		at[k] = w->len;
 		submitted_detail(w, rows[k]);
 	}
 	if (!jw_ok(w))
 		return GWB_EINVAL;
-	if (!(sql = rows_sql(ROWS_EVENTS, size_log)) || !(st = store_stmt(s, sql)))
+	if (!(st = rows_stmt(s, STORE_ROWS_EVENTS, n)))
 		return GWB_EDB;
 	idx = 1;
 	for (int k = 0; k < n; k++) {
@@ -392,12 +392,10 @@ static int trail_insert(struct store *s, struct task *const *rows, int size_log)
 	return store_step_done(s, st);
 }
 
-/* Inserts n = 1 << size_log new tasks with their outbox rows and events. */
-static int rows_insert(struct store *s, struct task *const *rows, int size_log)
+/* Inserts n new tasks with their outbox rows and events. */
+static int rows_insert(struct store *s, struct task *const *rows, int n)
 {
-	int n = 1 << size_log;
-	const char *sql = rows_sql(ROWS_TASKS, size_log);
-	sqlite3_stmt *st = sql ? store_stmt(s, sql) : NULL;
+	sqlite3_stmt *st = rows_stmt(s, STORE_ROWS_TASKS, n);
 	if (!st)
 		return GWB_EDB;
 	int idx = 1;
@@ -410,22 +408,20 @@ static int rows_insert(struct store *s, struct task *const *rows, int size_log)
 		TASK_COLUMNS(INS_BIND)
 	}
 	int rc = rows_step(s, st);
-	return rc ? rc : trail_insert(s, rows, size_log);
+	return rc ? rc : trail_insert(s, rows, n);
 }
 
 int store_batch_write(struct store *s)
 {
 	int done = 0;
 	while (done < s->nrows && !s->write_rc && !s->batch_spoiled) {
-		int size_log = ROWS_SIZES - 1;
-		while ((1 << size_log) > s->nrows - done)
-			size_log--;
-		int rc = rows_insert(s, s->new_rows + done, size_log);
+		int n = s->nrows - done < STORE_ROWS_MAX ? s->nrows - done : STORE_ROWS_MAX;
+		int rc = rows_insert(s, s->new_rows + done, n);
 		if (rc == GWB_ECONFLICT)
 			s->batch_spoiled = 1; /* decided again, each insert at once */
 		else if (rc)
 			s->write_rc = rc;
-		done += 1 << size_log;
+		done += n;
 	}
 	s->nrows = 0;
 	return s->write_rc;
