@@ -407,12 +407,16 @@ static void fv_write(const struct task *t, struct jw *w)
 	jw_raw(w, fv.text + at, fv.len - at);
 }
 
-/* Finds every place where the sentinel text tok stands in the sentinel view: 0, or -1. */
+/* Finds every place where the sentinel text tok stands in the sentinel view: 0, or -1. A
+ * number's token (skip_colon: ":" and its digits) counts only where the number ends there,
+ * not as the start of a longer one. */
 static int fv_find(const char *text, const char *tok, enum fv_field f, int skip_colon)
 {
 	size_t n = strlen(tok);
 	int found = 0;
 	for (const char *p = strstr(text, tok); p; p = strstr(p + n, tok)) {
+		if (skip_colon && p[n] >= '0' && p[n] <= '9')
+			continue;
 		if (fv.nholes == FV_HOLES)
 			return -1;
 		size_t from = (size_t)(p - text) + (skip_colon ? 1 : 0);

@@ -350,6 +350,17 @@ static void fault_clear(struct store *s)
 	s->fault.kind = STORE_FAULT_NONE;
 }
 
+sqlite3_stmt *store_prepare_kept(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		log_error("store", "prepare_failed", "error=%s", log_q(sqlite3_errmsg(s->db)));
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
 sqlite3_stmt *store_stmt(struct store *s, const char *sql)
 {
 	for (int i = 0; i < s->ncache; i++) {
@@ -359,11 +370,9 @@ sqlite3_stmt *store_stmt(struct store *s, const char *sql)
 			return s->cache[i].stmt;
 		}
 	}
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-		log_error("store", "prepare_failed", "error=%s", log_q(sqlite3_errmsg(s->db)));
+	sqlite3_stmt *st = store_prepare_kept(s, sql);
+	if (!st)
 		return NULL;
-	}
 	if (s->ncache < STORE_STMT_CACHE) {
 		s->cache[s->ncache].sql = sql;
 		s->cache[s->ncache].stmt = st;

@@ -192,6 +192,9 @@ int store_task_read(sqlite3_stmt *st, struct task *t);
  * never one whose id is a legacy task's: 0, or GWB_EDB when the file cannot be read. next_seq,
  * the next free one, is read again at each batch's start (0). */
 int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
+/* sql prepared to be kept (SQLITE_PREPARE_PERSISTENT), the caller's to finalize, or NULL
+ * after logging the error. */
+sqlite3_stmt *store_prepare_kept(struct store *s, const char *sql);
 /* Returns a reset prepared statement for sql (a string literal; cached by address), or NULL on
  * a preparation error. The statement stays owned by the store. */
 sqlite3_stmt *store_stmt(struct store *s, const char *sql);

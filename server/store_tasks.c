@@ -337,12 +337,7 @@ static sqlite3_stmt *rows_stmt(struct store *s, int table, int n)
 		log_error("store", "rows_sql_too_long", "table=%d rows=%d", table, n);
 		return NULL;
 	}
-	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) !=
-	    SQLITE_OK) {
-		log_error("store", "prepare_failed", "error=%s", log_q(sqlite3_errmsg(s->db)));
-		*slot = NULL;
-	}
-	return *slot;
+	return *slot = store_prepare_kept(s, sql);
 }
 
 /* 0, or the step's failure as the store's error: GWB_ECONFLICT for a constraint (a task id
