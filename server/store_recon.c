@@ -112,7 +112,8 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		return rc;
 	sqlite3_stmt *st = store_stmt(s, "SELECT team, reserved_gpu_memory_mib, "
 					 "reserved_gpu_core_percent, released, state FROM tasks "
-					 "WHERE " STORE_SQL_TASK_IS("", ":id") " AND reserved_gpu_memory_mib IS NOT NULL");
+					 "WHERE " STORE_SQL_TASK_IS("", ":id")
+					 " AND reserved_gpu_memory_mib IS NOT NULL");
 	if (!st) {
 		rc = GWB_EDB;
 		goto out;
@@ -135,7 +136,8 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	}
 	char *ev = jx_dump(evidence);
 	st = store_stmt(s, "UPDATE tasks SET released = 1, released_at = ?, release_reason = ?, "
-			   "release_evidence = ? WHERE " STORE_SQL_TASK_IS("", ":id") " AND released = 0");
+			   "release_evidence = ? WHERE " STORE_SQL_TASK_IS("", ":id")
+			   " AND released = 0");
 	if (!st) {
 		gwb_free(ev);
 		rc = GWB_EDB;
@@ -170,7 +172,8 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		moved_from = state;
 	}
 	if (task_reason) {
-		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE " STORE_SQL_TASK_IS("", ":id"));
+		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE "
+				   STORE_SQL_TASK_IS("", ":id"));
 		if (!st) {
 			rc = GWB_EDB;
 			goto out;

@@ -556,13 +556,14 @@ static const char *team_list_sql(void)
 {
 	static char sql[4096];
 	if (!sql[0]) {
-		size_t len = (size_t)snprintf(sql, sizeof sql, "%s", TASK_SELECT "WHERE t.seq IN (");
+		size_t len =
+		    (size_t)snprintf(sql, sizeof sql, "%s", TASK_SELECT "WHERE t.seq IN (");
 		for (int i = 0; i < TASK_NSTATES && len < sizeof sql; i++)
-			len += (size_t)snprintf(sql + len, sizeof sql - len,
-						"%sSELECT seq FROM (SELECT seq FROM tasks WHERE state = "
-						"'%s' AND team = ?1 AND seq < ?3 ORDER BY seq DESC "
-						"LIMIT ?4)",
-						i ? " UNION ALL " : "", task_state_name((enum task_state)i));
+			len += (size_t)snprintf(
+			    sql + len, sizeof sql - len,
+			    "%sSELECT seq FROM (SELECT seq FROM tasks WHERE state = '%s' AND "
+			    "team = ?1 AND seq < ?3 ORDER BY seq DESC LIMIT ?4)",
+			    i ? " UNION ALL " : "", task_state_name((enum task_state)i));
 		if (len < sizeof sql)
 			len += (size_t)snprintf(sql + len, sizeof sql - len,
 						") ORDER BY t.seq DESC LIMIT ?4");

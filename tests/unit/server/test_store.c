@@ -283,8 +283,16 @@ TEST(store_task_ids_encode_their_seq)
 		memcpy(prev, id, sizeof id);
 	}
 	CHECK_STR(prev, "t-zzzzzzzzzzzz");
-	const char *bad[] = { NULL, "", "t-", "t-22222222222", "t-2222222222222", "u-222222222222",
-			      "t-22222222222A", "t-22222222222_", "t-222222222221", "T-222222222222" };
+	const char *bad[] = { NULL,
+			      "",
+			      "t-",
+			      "t-22222222222",
+			      "t-2222222222222",
+			      "u-222222222222",
+			      "t-22222222222A",
+			      "t-22222222222_",
+			      "t-222222222221",
+			      "T-222222222222" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CHECKF(store_task_id_seq(bad[i]) == -1, "%s", bad[i] ? bad[i] : "NULL");
 }

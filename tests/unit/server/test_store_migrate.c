@@ -402,7 +402,8 @@ TEST(store_migration_13_finds_tasks_by_the_seq_their_id_encodes)
 		"  (3, 't-22222222222d', 'alpha', 'queued'" TASK_REST ", 1024, 25, 0, NULL),"
 		"  (2097152, 't-a', 'alpha', 'queued'" TASK_REST ", 1024, 25, 0, NULL);"
 		"INSERT INTO task_events (task_id, ts, type, to_state) VALUES"
-		"  ('t-a', 1, 'submitted', 'queued'), ('t-ocvlaaaaaaaa', 1, 'submitted', 'queued');");
+		"  ('t-a', 1, 'submitted', 'queued'),"
+		"  ('t-ocvlaaaaaaaa', 1, 'submitted', 'queued');");
 	char before[4096];
 	rows_text(h, V12_TASKS, before, sizeof before);
 	sqlite3_close(h);
