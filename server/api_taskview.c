@@ -393,11 +393,10 @@ static void fv_fill(struct jw *w, const struct task *t, enum fv_field f, const c
 		jw_int(w, fv_int(t, f));
 }
 
-/* Writes t from the pieces (w empty). */
-static void fv_write(const struct task *t, struct jw *w)
+/* Writes t from the pieces through jsonw, a call per piece and per hole: the way for texts
+ * that need an escape (or are not UTF-8: the writer then fails). */
+static void fv_write_calls(const struct task *t, struct jw *w, const char *created)
 {
-	char created[40];
-	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
 	size_t at = 0;
 	for (int i = 0; i < fv.nholes; i++) {
 		jw_raw(w, fv.text + at, fv.hole[i].from - at);
@@ -405,6 +404,68 @@ static void fv_write(const struct task *t, struct jw *w)
 		at = fv.hole[i].to;
 	}
 	jw_raw(w, fv.text + at, fv.len - at);
+}
+
+/* Writes v's digits (as jw_int does) at p: where they end. */
+static char *fv_digits(char *p, int64_t v)
+{
+	char num[24], *d = num + sizeof num;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		*--d = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--d = '-';
+	size_t n = (size_t)(num + sizeof num - d);
+	memcpy(p, d, n);
+	return p + n;
+}
+
+/* Writes t from the pieces (w empty). When every text hole is plain (printable ASCII but
+ * '"' and '\\', as jw_str copies it), the whole view goes into room taken once: the same
+ * bytes as fv_write_calls, without a call per piece (1.6k instructions against 3.5k). */
+static void fv_write(const struct task *t, struct jw *w)
+{
+	char created[40];
+	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
+	size_t len[FV_NFIELDS];
+	len[FV_CREATED] = strlen(created);
+	size_t need = fv.len;
+	for (int i = 0; i < fv.nholes; i++) {
+		enum fv_field f = fv.hole[i].f;
+		if (fv_is_text(f)) {
+			const unsigned char *s = (const unsigned char *)fv_text(t, f), *e = s;
+			while (jx_plain_byte[*e])
+				e++;
+			if (*e)
+				return fv_write_calls(t, w, created);
+			len[f] = (size_t)(e - s);
+		}
+		need += f == FV_CREATED || fv_is_text(f) ? len[f] + 2 : 20;
+	}
+	char *p = jw_room_(w, need), *start = p;
+	size_t at = 0;
+	for (int i = 0; i < fv.nholes; i++) {
+		memcpy(p, fv.text + at, fv.hole[i].from - at);
+		p += fv.hole[i].from - at;
+		at = fv.hole[i].to;
+		enum fv_field f = fv.hole[i].f;
+		if (!fv_is_text(f) && f != FV_CREATED) {
+			p = fv_digits(p, fv_int(t, f));
+		} else if (len[f] == 0 && f != FV_CREATED) {
+			memcpy(p, "null", 4); /* jw_text's "" */
+			p += 4;
+		} else {
+			*p++ = '"';
+			memcpy(p, f == FV_CREATED ? created : fv_text(t, f), len[f]);
+			p += len[f];
+			*p++ = '"';
+		}
+	}
+	memcpy(p, fv.text + at, fv.len - at);
+	p += fv.len - at;
+	w->len += (size_t)(p - start);
 }
 
 /* Finds every place where the sentinel text tok stands in the sentinel view: 0, or -1. A
@@ -477,11 +538,22 @@ static int fv_cut(const struct task *t)
 		}
 		fv.text = text;
 		fv.len = w.len;
-		/* The check: the pieces filled with the sentinels give the writer's text. */
+		/* The checks: the pieces filled with the sentinels give the writer's text, and
+		 * so do they filled with t's own holes (plain texts, nearly always: the way
+		 * without a call per piece). */
 		if (rc == 0) {
 			fv_write(s, &back);
 			rc = jw_ok(&back) && back.len == w.len && !memcmp(back.buf, w.buf, w.len) ? 0
 												    : -1;
+		}
+		if (rc == 0) {
+			jw_reset(&w);
+			jw_reset(&back);
+			rc = api_task_view_write(t, 1, &w);
+			fv_write(t, &back);
+			if (rc == 0 && !(jw_ok(&back) && back.len == w.len &&
+					 !memcmp(back.buf, w.buf, w.len)))
+				rc = -1;
 		}
 		if (rc) {
 			gwb_free(text);

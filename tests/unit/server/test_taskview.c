@@ -2,6 +2,7 @@
  * that a view api_task_view_sorted vouches for dumps to the same text with or without jansson
  * sorting it; and written as text by api_task_view_write, byte for byte what jansson dumps
  * (escapes, non-ASCII, every optional part), refusing what jansson would refuse. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -190,6 +191,25 @@ TEST(taskview_new_task_from_the_template_equals_the_writer)
 		n->duration_seconds = 86400 * (int64_t)i;
 		n->reserved_mem_mib = n->gpu_memory_mib * n->gpu_count;
 		n->reserved_core_percent = -(int64_t)i;
+		n->created_at = n->updated_at = 1764540000123 + (int64_t)i * 86400123;
+		same_new(n);
+		CHECK_INT(template_used, 1);
+		gwb_free(n);
+	}
+	/* Plain texts in every hole (the template's way without a call per piece), empty ones
+	 * among them, and numbers at their ends. */
+	static const char *const plain[] = { "", "x", "t-zzzzzzzzzzzz", "a b~c" };
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+		struct task *n = task_new();
+		snprintf(n->id, sizeof n->id, "%s", plain[i]);
+		snprintf(n->name, sizeof n->name, "%s", plain[(i + 1) % 4]);
+		snprintf(n->team, sizeof n->team, "%s", plain[(i + 2) % 4]);
+		snprintf(n->idempotency_key, sizeof n->idempotency_key, "%s", plain[(i + 3) % 4]);
+		snprintf(n->job_name, sizeof n->job_name, "%s", plain[i]);
+		snprintf(n->experiment, sizeof n->experiment, "%s", plain[(i + 1) % 4]);
+		n->gpu_memory_mib = i % 2 ? INT64_MAX : 0;
+		n->reserved_core_percent = i % 2 ? INT64_MIN : -1;
+		n->duration_seconds = (int64_t)i * 1000000007;
 		n->created_at = n->updated_at = 1764540000123 + (int64_t)i * 86400123;
 		same_new(n);
 		CHECK_INT(template_used, 1);
