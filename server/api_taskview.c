@@ -365,7 +365,9 @@ static int fv_same_but_holes(const struct task *a, const struct task *b)
 #define FV_SKIP(f)                                                                           \
 	(!strcmp(#f, "seq") || !strcmp(#f, "created_at") ||                                     \
 	 !strcmp(#f, "updated_at") FV_HOLE_TEXTS(FV_IS, f) FV_HOLE_INTS(FV_IS, f))
-#define FV_CMP_TEXT(f) (FV_SKIP(f) || strcmp(a->f, b->f) == 0)
+/* Most texts are empty in both (a new task's): told by their first bytes, without a call. */
+#define FV_CMP_TEXT(f)                                                                       \
+	(FV_SKIP(f) || (a->f[0] == b->f[0] && (!a->f[0] || strcmp(a->f, b->f) == 0)))
 #define FV_CMP_INT(f) (FV_SKIP(f) || a->f == b->f)
 #define FV_CMP_BOOL(f) (a->f == b->f)
 #define FV_CMP_OPT(f) (a->has_##f == b->has_##f && a->f == b->f)
