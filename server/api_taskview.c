@@ -284,7 +284,7 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
  * api_task_view_write with a sentinel in each hole, the text is cut at the sentinels, and the
  * cut is checked by filling it with the sentinels again: it must give the same text. A later
  * task whose every other field equals the first one's gets its view by copying the pieces and
- * writing its holes: 3.6k instructions against the writer's 5.8k (callgrind). */
+ * writing its holes (callgrind, a new task: 2.2k instructions; the writer: 5.8k). */
 
 /* The holes: the view's texts and numbers that differ from one new task to another (the
  * time, created_at and updated_at, apart), as (enumerator, field of struct task). */
