@@ -426,7 +426,7 @@ static char *fv_digits(char *p, int64_t v)
 
 /* Writes t from the pieces (w empty). When every text hole is plain (printable ASCII but
  * '"' and '\\', as jw_str copies it), the whole view goes into room taken once: the same
- * bytes as fv_write_calls, without a call per piece (1.6k instructions against 3.5k). */
+ * bytes as fv_write_calls, without a call per piece (2.2k instructions against 3.5k). */
 static void fv_write(const struct task *t, struct jw *w)
 {
 	char created[40];
@@ -440,8 +440,10 @@ static void fv_write(const struct task *t, struct jw *w)
 			const unsigned char *s = (const unsigned char *)fv_text(t, f), *e = s;
 			while (jx_plain_byte[*e])
 				e++;
-			if (*e)
-				return fv_write_calls(t, w, created);
+			if (*e) {
+				fv_write_calls(t, w, created);
+				return;
+			}
 			len[f] = (size_t)(e - s);
 		}
 		need += f == FV_CREATED || fv_is_text(f) ? len[f] + 2 : 20;
