@@ -207,7 +207,7 @@ static void relay_run(struct q_relay *r)
 		if (rc == 0)
 			continue;
 		if (rc == GWB_EINVAL || rc == GWB_ETOOBIG)
-			log_error("queue", "relay_unencodable", "outbox_id=%" PRId64 " error=%s",
+			log_error("queue", "relay_unencodable", "intent_id=%" PRId64 " error=%s",
 				  r->items[i].id, err_name(rc));
 		set_error(r, "XADD", err_str(rc));
 		r->failed += n - i;

@@ -332,8 +332,8 @@ static void submit_decide(struct req *r, void *arg)
 {
 	struct submit_ctx *c = arg;
 	/* The 201 shows the task as this decision wrote it: nothing else acts on a new task
-	 * before its answer (its id is not known yet, and its intent waits in the outbox for the
-	 * commit to be durable), so reading it back would give the same bytes for the price of
+	 * before its answer (its id is not known yet, and the relay does not see it, its own
+	 * create intent, before its commit is durable), so reading it back would give the same bytes for the price of
 	 * a read transaction. A batch decided again overwrites the row. */
 	if (!c->row)
 		c->row = gwb_malloc(sizeof *c->row);

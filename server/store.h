@@ -112,7 +112,7 @@ int store_batch_begin(struct store *s);
  * itself. Same returns as store_batch_begin. */
 int store_batch_begin_optimistic(struct store *s);
 /* Inside an optimistic batch a new task is not inserted by its decision: once the decisions
- * are made, this inserts every new task of the batch, with its outbox row and its event, in
+ * are made, this inserts every new task of the batch, with its event, in
  * one INSERT of many rows per table (a statement per row costs about twice as much). Call it
  * before store_batch_spoiled: a task id that turns out taken spoils the batch, which is then
  * decided again with a SAVEPOINT each, where each insert runs at once and a taken id is drawn
@@ -141,8 +141,8 @@ void store_batch_rollback(struct store *s);
  * store_sync_fd() turns readable, and the owner calls store_sync_done, which raises
  * store_durable_seq, starts the next sync if commits wait, and returns GWB_EIO when a sync
  * failed (store_sync_failed_upto then says which commits it covered). Every other commit
- * (synchronous=FULL) makes all earlier ones durable too. Intents in the outbox are not handed
- * to the relay before their commit is durable. Without the thread, store_batch_begin_later
+ * (synchronous=FULL) makes all earlier ones durable too. Intents (new tasks, outbox rows) are
+ * not handed to the relay before their commit is durable. Without the thread, store_batch_begin_later
  * is store_batch_begin_optimistic and its commit is durable when it returns. */
 int store_batch_begin_later(struct store *s);
 int store_sync_start(struct store *s);
@@ -214,8 +214,8 @@ void store_task_counts(struct store *s, int64_t *counts);
 int64_t store_task_transitions(struct store *s, enum task_state from, enum task_state to);
 
 /* Submits one task: idempotency lookup, quota check, task row, reservation, reserved totals,
- * idempotency record, outbox row and a task event, in one BEGIN IMMEDIATE transaction (in a
- * SAVEPOINT of the batch's inside a batch).
+ * idempotency record and a task event, in one BEGIN IMMEDIATE transaction (in a SAVEPOINT of
+ * the batch's inside a batch). The new task is its own create intent: no outbox row.
  * key may be NULL (no idempotency); fingerprint identifies the canonical parameters.
  * Returns 0 (res->replayed tells a replay from a new task), GWB_EQUOTA, GWB_ECONFLICT (the key
  * was used with other parameters), GWB_ENOTFOUND (no such team), GWB_EBUSY (the database stayed
@@ -299,18 +299,24 @@ int64_t store_task_id_seq(const char *id);
 
 struct q_intent;
 
-/* Fills out with up to max unpublished outbox rows, oldest first, as intents with the task's
- * parameters. Returns how many (>= 0) or GWB_EDB. */
+/* Fills out with up to max unpublished intents, as the relay publishes them: the outbox's
+ * rows first (cancels, and the creates written before schema 15), oldest first, then the new
+ * tasks above the intent cursor, by seq, each a create intent whose id is its seq; every one
+ * with its task's parameters, and only those of durable commits. Returns how many (>= 0) or
+ * GWB_EDB. */
 int store_outbox_unpublished(struct store *s, struct q_intent *out, int max);
-/* Records, in one transaction, that outbox rows ids[i] were published as stream_ids[i] (rows
- * already marked keep their first id). 0, GWB_EBUSY or GWB_EDB. */
+/* Records, in one transaction, that the intents ids[i] of the last store_outbox_unpublished
+ * were published as stream_ids[i]: an outbox row keeps its stream id (a row already marked its
+ * first one); the intent cursor moves over the creates published from the first on (one
+ * published after one that was not is handed out again, and its consumer knows it by its
+ * id). 0, GWB_EBUSY or GWB_EDB. */
 int store_outbox_published(struct store *s, const int64_t *ids, const char (*stream_ids)[48],
 			   int n, int64_t now_ms);
-/* The number of outbox rows not yet published, kept in memory (counted once at open): 0. */
+/* The number of intents not yet published, kept in memory (counted once at open): 0. */
 int store_outbox_unpublished_count(struct store *s, int64_t *n);
 
-/* Called after a row is inserted into the outbox, inside the writing transaction (so the
- * callee must defer its work to after the commit). */
+/* Called after an intent (an outbox row, or a new task) is inserted, inside the writing
+ * transaction (so the callee must defer its work to after the commit). */
 typedef void (*store_outbox_fn)(void *arg);
 /* Sets (fn not NULL) or clears the outbox insert watcher. It is the store connection's only
  * SQLite update hook; one watcher per store. */
@@ -318,7 +324,7 @@ void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg);
 
 /* One received intent, as its outcome is recorded. Strings borrowed for the call. */
 struct intent_rx {
-	int64_t intent_id;      /* the outbox row id carried in the intent */
+	int64_t intent_id;      /* the intent's id: its outbox row's, or its new task's seq */
 	const char *kind;       /* "create" | "cancel" */
 	const char *task;
 	const char *stream_id;  /* may be NULL */

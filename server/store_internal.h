@@ -18,9 +18,9 @@
  * another process (another server on the same file) can go unseen. */
 #define STORE_TOKEN_TTL_MS 1000
 
-/* A batch's new tasks are inserted STORE_ROWS_MAX at most per statement, into three tables. */
+/* A batch's new tasks are inserted STORE_ROWS_MAX at most per statement, into two tables. */
 #define STORE_ROWS_MAX 32
-enum { STORE_ROWS_TASKS, STORE_ROWS_OUTBOX, STORE_ROWS_EVENTS, STORE_ROWS_TABLES };
+enum { STORE_ROWS_TASKS, STORE_ROWS_EVENTS, STORE_ROWS_TABLES };
 
 struct store {
 	/* The detail of a submission's event, written into this one buffer every time. */
@@ -52,8 +52,7 @@ struct store {
 	int batch_optimistic, batch_spoiled;
 	int64_t unit_changes;
 	/* An optimistic batch's new tasks, inserted once its decisions are made
-	 * (store_batch_write) with one INSERT of many rows per table, their outbox rows and
-	 * events too: the rows are the deciders' (store_task_submit_row), with seqs given from
+	 * (store_batch_write) with one INSERT of many rows per table, their events too: the rows are the deciders' (store_task_submit_row), with seqs given from
 	 * next_seq (0: not read in this batch). unit_rows is their count when the current
 	 * decision began; write_rc the error of their insert, which the COMMIT then returns. */
 	struct task **new_rows;
@@ -101,23 +100,34 @@ struct store {
 	uint64_t sync_error_upto; /* commits up to it were covered by a sync that failed */
 	int batch_later;          /* the open batch is store_batch_begin_later's */
 	int wal_wrote;            /* the last COMMIT wrote WAL frames (the WAL hook ran) */
-	/* The smallest outbox row id written by the open transaction (the update hook), 0 for
-	 * none. */
-	int64_t ob_txn_min;
-	/* The commits not yet durable that wrote outbox rows, oldest first, each with its
-	 * smallest row id: the relay sees no row from the oldest one's on (store_outbox_gate).
-	 * Entries [held_head, nheld) are live; store_held_push and store_held_settle. */
+	/* The smallest outbox row id and the smallest task seq written by the open transaction
+	 * (the update hook), 0 for none. */
+	int64_t ob_txn_min, tk_txn_min;
+	/* The commits not yet durable that wrote outbox rows or new tasks (each its own create
+	 * intent), oldest first, each with its smallest row id and seq (0: none): the relay sees
+	 * no row from the oldest one's on (store_outbox_gate, store_create_gate). Entries
+	 * [held_head, nheld) are live; store_held_push and store_held_settle. */
 	struct store_held {
 		uint64_t seq;
-		int64_t ob_min;
+		int64_t ob_min, tk_min;
 	} *held;
 	int nheld, held_head, held_cap;
 	/* Every outbox row with a smaller id is published (store_outbox.c): the relay's reads
 	 * start from it. */
 	int64_t ob_low;
-	/* The outbox rows not published, counted at open and kept since: the rows the update
-	 * hook saw inserted and the publications' changed rows wait in ob_unpub_pend until
-	 * their COMMIT, as the task counts do (ob_unpub_sp: when the batch's unit began). */
+	/* Every task with a seq at or below it has had its create intent published (or, for
+	 * the tasks made before migration 15, written to the outbox): intent_cursor's row, read
+	 * at open and moved by each publication's commit. A task above it is its own create
+	 * intent, whose id is its seq (store_outbox.c). */
+	int64_t ic_cursor;
+	/* The create intents the relay's last read handed out, in seq order: the first of them
+	 * are the tasks right above ic_cursor (store_outbox_published moves it over those). */
+	int64_t *ic_fetched;
+	int ic_nfetched, ic_cap;
+	/* The intents not published (outbox rows and tasks above ic_cursor), counted at open
+	 * and kept since: the rows the update hook saw inserted and the publications wait in
+	 * ob_unpub_pend until their COMMIT, as the task counts do (ob_unpub_sp: when the batch's
+	 * unit began). */
 	int64_t ob_unpub, ob_unpub_pend, ob_unpub_sp;
 	/* A batch's team (store_tasks.c): the totals of the team its last submission was for,
 	 * as read from the row, and what the batch's submissions have reserved for it since,
@@ -133,8 +143,9 @@ struct store {
 	} tp, tp_sp;
 };
 
-/* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on. */
-void store_held_push(struct store *s, uint64_t seq, int64_t ob_min);
+/* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on and new
+ * tasks from seq tk_min on (0: none of that kind). */
+void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min);
 /* Forgets the held commits up to s->durable_seq: 1 when it forgot any (the relay may have
  * rows to publish now), 0 otherwise. */
 int store_held_settle(struct store *s);
@@ -154,6 +165,12 @@ int store_checkpoint_counted(struct store *s, int rc, int log, int done, int tru
 void store_durable_all(struct store *s);
 /* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */
 int64_t store_outbox_gate(const struct store *s);
+/* The task seq from which new tasks' create intents wait for a sync (INT64_MAX: none). */
+int64_t store_create_gate(const struct store *s);
+/* A new intent id, for a cancel's outbox row (store_task_seq_new draws task seqs from the same
+ * counter): above every task seq and outbox id there is, so that no two intents, old or new,
+ * share an id. 0, or GWB_EDB. */
+int store_intent_id_new(struct store *s, int64_t *id);
 /* Closes a batch of store_batch_begin_later: commits sync in their COMMIT again, and a sync
  * is asked of the thread when it committed. Nothing for another batch. */
 void store_batch_later_end(struct store *s, int committed);
@@ -162,7 +179,8 @@ void store_wal_syncs(struct store *s, int64_t *passed, int64_t *left);
 /* Installs the connection's update hook (store_open does). */
 void store_outbox_hook(struct store *s);
 /* Sets ob_low from the file: the first unpublished outbox row, or the next id when none is
- * (one scan of the outbox, when the store opens). 0 or GWB_EDB. */
+ * (one scan of the outbox, when the store opens); reads ic_cursor; counts the intents not
+ * published (ob_unpub). 0 or GWB_EDB. */
 int store_outbox_low_find(struct store *s);
 
 
@@ -188,9 +206,10 @@ int store_outbox_low_find(struct store *s);
  * not in the lifecycle table (the rest is read anyway). */
 int store_task_read(sqlite3_stmt *st, struct task *t);
 
-/* The seq of a new task (its id: store_task_id_encode), never one handed out before, and
- * never one whose id is a legacy task's: 0, or GWB_EDB when the file cannot be read. next_seq,
- * the next free one, is read again at each batch's start (0). */
+/* The seq of a new task (its id: store_task_id_encode, and its create intent's id), never one
+ * handed out before, above every outbox id, and never one whose id is a legacy task's: 0, or
+ * GWB_EDB when the file cannot be read. next_seq, the next free one, is read again at each
+ * batch's start (0). */
 int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
 /* sql prepared to be kept (SQLITE_PREPARE_PERSISTENT), the caller's to finalize, or NULL
  * after logging the error. */

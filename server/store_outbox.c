@@ -1,9 +1,11 @@
-/* The store's intent side: the outbox rows the relay publishes (and their stream ids), the
- * record of each intent's outcome (written once, in the transaction that acts on it), and the
- * durable cancel request. */
+/* The store's intent side: what the relay publishes (the new tasks above the intent cursor,
+ * each its own create intent, and the outbox rows: every cancel, and the creates written
+ * before migration 15), the record of each intent's outcome (written once, in the transaction
+ * that acts on it), and the durable cancel request. */
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "queue/codec.h"
@@ -33,29 +35,99 @@ static int low_from(struct store *s, int64_t from, int64_t *low)
 	return rc == SQLITE_ROW ? 0 : GWB_EDB;
 }
 
+/* The single integer a statement of one row and one column gives, into *v. 0 or GWB_EDB. */
+static int one_int(sqlite3_stmt *st, int64_t *v)
+{
+	if (!st)
+		return GWB_EDB;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : GWB_EDB;
+}
+
 int store_outbox_low_find(struct store *s)
 {
 	int rc = low_from(s, 0, &s->ob_low);
 	if (rc)
 		return rc;
+	if ((rc = one_int(store_stmt(s, "SELECT create_seq FROM intent_cursor"), &s->ic_cursor)))
+		return rc;
+	int64_t outbox = 0, creates = 0;
 	sqlite3_stmt *st = store_stmt(s, "SELECT count(*) FROM outbox WHERE id >= ? AND "
 					 "published_at IS NULL");
+	if (st)
+		sqlite3_bind_int64(st, 1, s->ob_low);
+	if ((rc = one_int(st, &outbox)))
+		return rc;
+	st = store_stmt(s, "SELECT count(*) FROM tasks WHERE seq > ?");
+	if (st)
+		sqlite3_bind_int64(st, 1, s->ic_cursor);
+	if ((rc = one_int(st, &creates)))
+		return rc;
+	s->ob_unpub = outbox + creates;
+	s->ob_unpub_pend = s->ob_unpub_sp = 0;
+	s->ic_nfetched = 0;
+	return 0;
+}
+
+/* The new tasks above the cursor whose commits are durable, up to max, as create intents
+ * (their seq the id); each one's seq noted in ic_fetched. The count, or GWB_EDB. */
+static int creates_read(struct store *s, struct q_intent *out, int max)
+{
+	s->ic_nfetched = 0;
+	if (max <= 0)
+		return 0;
+	sqlite3_stmt *st = store_stmt(
+		s, "SELECT seq, id, team, created_at, job_name, name, gpu_memory_mib, "
+		   "gpu_core_percent, gpu_count, duration_seconds, qos, experiment FROM tasks "
+		   "WHERE seq > ? AND seq < ? ORDER BY seq LIMIT ?");
 	if (!st)
 		return GWB_EDB;
-	sqlite3_bind_int64(st, 1, s->ob_low);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		s->ob_unpub = sqlite3_column_int64(st, 0);
+	sqlite3_bind_int64(st, 1, s->ic_cursor);
+	sqlite3_bind_int64(st, 2, store_create_gate(s));
+	sqlite3_bind_int(st, 3, max);
+	if (s->ic_cap < max) {
+		s->ic_fetched = gwb_realloc(s->ic_fetched, sizeof *s->ic_fetched * (size_t)max);
+		s->ic_cap = max;
+	}
+	int n = 0, rc;
+	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct q_intent *in = &out[n++];
+		memset(in, 0, sizeof *in);
+		in->version = Q_INTENT_VERSION;
+		in->id = sqlite3_column_int64(st, 0);
+		snprintf(in->kind, sizeof in->kind, "create");
+		copy_col(st, 1, in->task, sizeof in->task);
+		copy_col(st, 2, in->team, sizeof in->team);
+		in->attempt = 1;
+		in->created_at = sqlite3_column_int64(st, 3);
+		copy_col(st, 4, in->job, sizeof in->job);
+		copy_col(st, 5, in->name, sizeof in->name);
+		in->gpu_memory_mib = sqlite3_column_int64(st, 6);
+		in->gpu_core_percent = sqlite3_column_int64(st, 7);
+		in->gpu_count = sqlite3_column_int64(st, 8);
+		in->duration_seconds = sqlite3_column_int64(st, 9);
+		copy_col(st, 10, in->qos, sizeof in->qos);
+		copy_col(st, 11, in->experiment, sizeof in->experiment);
+		s->ic_fetched[s->ic_nfetched++] = in->id;
+	}
+	if (n < max && rc != SQLITE_DONE) {
+		sqlite3_reset(st);
+		s->ic_nfetched = 0;
+		return GWB_EDB;
+	}
 	sqlite3_reset(st);
-	s->ob_unpub_pend = s->ob_unpub_sp = 0;
-	return rc == SQLITE_ROW ? 0 : GWB_EDB;
+	return n;
 }
 
 int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 {
-	/* From the first unpublished row on, by id (its primary key): the rows the relay has
-	 * not published, and after a partial failure the few it published past one it could
-	 * not, which the condition skips. */
+	/* The outbox rows first (cancels are few, and never wait behind a backlog of creates),
+	 * then the new tasks. From the first unpublished row on, by id (its primary key): the
+	 * rows the relay has not published, and after a partial failure the few it published
+	 * past one it could not, which the condition skips. */
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
 		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
@@ -93,7 +165,38 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 		return GWB_EDB;
 	}
 	sqlite3_reset(st);
-	return n;
+	int c = creates_read(s, out + n, max - n);
+	return c < 0 ? c : n + c;
+}
+
+/* Whether id is one of the creates the last read handed out (ic_fetched is in seq order). */
+static int fetched_create(const struct store *s, int64_t id)
+{
+	int lo = 0, hi = s->ic_nfetched;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (s->ic_fetched[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->ic_nfetched && s->ic_fetched[lo] == id;
+}
+
+/* How many of the last read's creates, from the first on, are among ids (the relay's
+ * published ones, in the order it was given them: its creates in seq order): the cursor moves
+ * over those. A create published past one that was not is published again with it, and the
+ * consumer knows it by its id. */
+static int creates_done(const struct store *s, const int64_t *ids, int n)
+{
+	int k = 0;
+	for (int i = 0; i < n && k < s->ic_nfetched; i++) {
+		if (ids[i] == s->ic_fetched[k])
+			k++;
+		else if (fetched_create(s, ids[i]))
+			break; /* ic_fetched[k] was not published */
+	}
+	return k;
 }
 
 int store_outbox_published(struct store *s, const int64_t *ids, const char (*stream_ids)[48],
@@ -102,7 +205,23 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 	int rc = store_begin(s);
 	if (rc)
 		return rc;
+	int done = creates_done(s, ids, n);
+	if (done) {
+		sqlite3_stmt *st = store_stmt(s, "UPDATE intent_cursor SET create_seq = ?");
+		if (!st) {
+			store_rollback(s);
+			return GWB_EDB;
+		}
+		sqlite3_bind_int64(st, 1, s->ic_fetched[done - 1]);
+		if ((rc = store_step_done(s, st))) {
+			store_rollback(s);
+			return rc;
+		}
+		s->ob_unpub_pend -= done;
+	}
 	for (int i = 0; i < n; i++) {
+		if (fetched_create(s, ids[i]))
+			continue; /* a new task's create: the cursor's */
 		sqlite3_stmt *st = store_stmt(s, "UPDATE outbox SET published_at = ?, stream_id = ? "
 						 "WHERE id = ? AND published_at IS NULL");
 		if (!st) {
@@ -122,6 +241,12 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 	}
 	if ((rc = store_commit(s)))
 		return rc;
+	if (done) {
+		s->ic_cursor = s->ic_fetched[done - 1];
+		s->ic_nfetched -= done;
+		memmove(s->ic_fetched, s->ic_fetched + done,
+			sizeof *s->ic_fetched * (size_t)s->ic_nfetched);
+	}
 	/* Committed: the first unpublished row moves on past those published. Read from the
 	 * file after the commit, so a row is never passed over that is not published there. A
 	 * failed read leaves it where it was, which only makes the next reads longer. */
@@ -133,7 +258,7 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 
 int store_outbox_unpublished_count(struct store *s, int64_t *n)
 {
-	/* From memory: /metrics and /readyz would otherwise count, on the loop, every row a
+	/* From memory: /metrics and /readyz would otherwise count, on the loop, every intent a
 	 * long Redis outage left unpublished. */
 	*n = s->ob_unpub;
 	return 0;
@@ -141,9 +266,9 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n)
 
 /* ---- the insert watcher ---- */
 
-/* The connection's update hook (installed at open): notes the outbox rows the open
- * transaction writes, for the durability gate, and tells the watcher; and that the teams
- * table was written, for a batch's team totals (store_tasks.c). */
+/* The connection's update hook (installed at open): notes the outbox rows and the new tasks
+ * (each a create intent) the open transaction writes, for the durability gate, and tells the
+ * watcher; and that the teams table was written, for a batch's team totals (store_tasks.c). */
 static void on_update(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 row)
 {
 	(void)dbname;
@@ -152,10 +277,15 @@ static void on_update(void *arg, int op, const char *dbname, const char *table, 
 		s->tp.stale = 1; /* a batch's team row is read again (store_tasks.c) */
 		return;
 	}
-	if (op != SQLITE_INSERT || strcmp(table, "outbox") != 0)
+	if (op != SQLITE_INSERT)
 		return;
-	s->ob_unpub_pend++; /* a new row is not published */
-	s->ob_txn_min = store_min_id(s->ob_txn_min, row);
+	if (strcmp(table, "tasks") == 0)
+		s->tk_txn_min = store_min_id(s->tk_txn_min, row);
+	else if (strcmp(table, "outbox") == 0)
+		s->ob_txn_min = store_min_id(s->ob_txn_min, row);
+	else
+		return;
+	s->ob_unpub_pend++; /* a new intent is not published */
 	if (s->outbox_fn)
 		s->outbox_fn(s->outbox_arg);
 }
@@ -322,14 +452,21 @@ static int cancel_writes(struct store *s, const char *id, enum task_state from, 
 	rc = store_step_done(s, st);
 	if (rc)
 		return rc;
-	st = store_stmt(s, "INSERT INTO outbox (task_id, team, kind, attempt, created_at) "
-			   "SELECT id, team, 'cancel', 1 + (SELECT count(*) FROM outbox WHERE "
+	/* Its id drawn above every task seq and outbox id: no create intent has it. */
+	int64_t intent;
+	if (!s->in_batch)
+		s->next_seq = 0; /* read again: a transaction of its own */
+	if ((rc = store_intent_id_new(s, &intent)))
+		return rc;
+	st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, created_at) "
+			   "SELECT ?3, id, team, 'cancel', 1 + (SELECT count(*) FROM outbox WHERE "
 			   "task_id = ?1 AND kind = 'cancel'), ?2 FROM tasks WHERE "
 			   STORE_SQL_TASK_IS("", "?1"));
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, id);
 	sqlite3_bind_int64(st, 2, now_ms);
+	sqlite3_bind_int64(st, 3, intent);
 	if ((rc = store_step_done(s, st)))
 		return rc;
 	return store_event_add(s, id, now_ms, "cancel_requested", task_state_name(from),

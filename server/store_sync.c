@@ -22,8 +22,8 @@
  * which also makes everything before it durable; checkpoints sync the WAL and the database.
  *
  * The outbox relay must not publish an intent whose task could still vanish with a power
- * loss: outbox rows written by commits that are not yet durable are held back
- * (store_outbox_gate), and the relay is woken when they become durable. */
+ * loss: outbox rows and new tasks written by commits that are not yet durable are held back
+ * (store_outbox_gate, store_create_gate), and the relay is woken when they become durable. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

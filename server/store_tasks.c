@@ -252,8 +252,9 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 static int trail_insert(struct store *s, struct task *const *rows, int n);
 
 /* The writes of an accepted submission, after the checks. Inside an optimistic batch (when
- * the caller's row outlives the batch: may_defer) the task, its outbox row and its event are
- * written later, by store_batch_write. */
+ * the caller's row outlives the batch: may_defer) the task and its event are written later,
+ * by store_batch_write. The new task is its own create intent (store_outbox.c): no outbox
+ * row. */
 static int submit_writes(struct store *s, const struct task_req *req, const char *key,
 			 const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 			 struct submit_result *res, struct task *t, int may_defer)
@@ -293,25 +294,23 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 		if ((rc = store_step_done(s, st)))
 			return rc;
 	}
-	/* Its outbox row and its event, as a batch writes them (store_batch_write). */
+	/* Its event, as a batch writes it (store_batch_write). */
 	return defer ? 0 : trail_insert(s, &t, 1);
 }
 
-/* Up to STORE_ROWS_MAX new tasks per statement (and as many outbox rows and events): a
+/* Up to STORE_ROWS_MAX new tasks per statement (and as many events): a
  * statement of exactly as many rows as the batch has (a batch of 25 in one statement per
  * table, not three of 16, 8 and 1: a statement's own cost, its cursors and its program, is
  * about 3k instructions), each prepared the first time its size is needed and kept in the
  * store (s->rows_st), outside the statement cache and its search. */
 static const char *const rows_head[STORE_ROWS_TABLES] = {
 	"INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(INS_COL) ") VALUES ",
-	"INSERT INTO outbox (task_id, team, kind, attempt, created_at) VALUES ",
 	"INSERT INTO task_events (task_id, ts, type, from_state, to_state, detail) VALUES ",
 };
 /* A row's values; %s is the new task's state, a literal like the other values every row
  * shares (a literal costs the statement less than a parameter bound for each row). */
 static const char *const rows_group[STORE_ROWS_TABLES] = {
 	"(?, '%s', ?" TASK_COLUMNS(INS_VAL) ")",
-	"(?, ?, 'create', 1, ?)",
 	"(?, ?, 'submitted', NULL, '%s', ?)",
 };
 
@@ -352,20 +351,11 @@ static int rows_step(struct store *s, sqlite3_stmt *st)
 	return rc == SQLITE_CONSTRAINT ? GWB_ECONFLICT : store_rc_err(s, rc);
 }
 
-/* The outbox rows and submitted events of n new tasks, inserted already. */
+/* The submitted events of n new tasks, inserted already. */
 static int trail_insert(struct store *s, struct task *const *rows, int n)
 {
 	sqlite3_stmt *st;
-	int idx = 1, rc;
-	if (!(st = rows_stmt(s, STORE_ROWS_OUTBOX, n)))
-		return GWB_EDB;
-	for (int k = 0; k < n; k++) {
-		store_bind_text_until_step(st, idx++, rows[k]->id);
-		store_bind_text_until_step(st, idx++, rows[k]->team);
-		sqlite3_bind_int64(st, idx++, rows[k]->created_at);
-	}
-	if ((rc = store_step_done(s, st)))
-		return rc;
+	int idx = 1;
 	/* The events' details one after the other in one buffer, each ended by its NUL. */
 	struct jw *w = &s->submit_detail;
 	jw_reset(w);
@@ -387,7 +377,7 @@ static int trail_insert(struct store *s, struct task *const *rows, int n)
 	return store_step_done(s, st);
 }
 
-/* Inserts n new tasks with their outbox rows and events. */
+/* Inserts n new tasks with their events. */
 static int rows_insert(struct store *s, struct task *const *rows, int n)
 {
 	sqlite3_stmt *st = rows_stmt(s, STORE_ROWS_TASKS, n);

@@ -20,6 +20,9 @@
 
 #define ADMIN "admin-secret"
 #define ALPHA "alpha-token-123"
+/* The new tasks whose create intent is not published yet: those above the intent cursor. */
+#define CREATES_UNPUBLISHED                                                                   \
+	"SELECT count(*) FROM tasks WHERE seq > (SELECT create_seq FROM intent_cursor)"
 
 /* ---- Redis, read directly ---- */
 
@@ -246,18 +249,27 @@ TEST_T(queue_submit_entry_readable_group_and_body, 60)
 	CHECK_INT(mp_int(&u.data, "duration_seconds"), 90);
 	CHECK(mp_str_is(&u.data, "qos", "BE"));
 	CHECK(mp_str_is(&u.data, "experiment", "overlimit"));
+	long long body_id = mp_int(&u.data, "id");
 	msgpack_unpacked_destroy(&u);
 
-	/* The stream id is recorded on the outbox row, and the intent is consumed. */
+	/* The task is its own create intent (no outbox row), its seq the intent's id; the
+	 * intent cursor moved past it, and the intent is consumed, its outcome recording the
+	 * stream id. */
 	char sql[256];
-	snprintf(sql, sizeof sql, "SELECT count(*) FROM outbox WHERE task_id = '%s' AND stream_id = "
-				  "'%s' AND published_at IS NOT NULL",
-		 id, x->element[0]->element[0]->str);
+	snprintf(sql, sizeof sql, "SELECT seq FROM tasks WHERE id = '%s'", id);
+	long long seq = h_sql_int(s.db, sql);
+	CHECK(seq > 0);
+	CHECK_INT(body_id, seq);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox"), 0);
+	WAIT_FOR(h_sql_int(s.db, CREATES_UNPUBLISHED) == 0, 5000, "the cursor did not move");
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM intent_outcomes WHERE task_id = '%s' AND "
+				  "stream_id = '%s' AND intent_id = %lld",
+		 id, x->element[0]->element[0]->str, seq);
 	freeReplyObject(x);
-	CHECK_INT(h_sql_int(s.db, sql), 1);
 	char st[32];
 	WAIT_FOR(strcmp(task_state(s.proc.url, id, st, sizeof st), "creating") == 0, 10000,
 		 "task stayed %s", st);
+	CHECK_INT(h_sql_int(s.db, sql), 1);
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 5000, "entry never acknowledged");
 	check_received_once(s.db, 1);
 	h_server_stop(&s);
@@ -290,7 +302,7 @@ TEST_T(queue_redis_down_during_200_submissions, 90)
 	       "readyz: %s", rz.body);
 	CHECK(json_is_true(json_object_get(rz.json, "ready")));
 	h_resp_free(&rz);
-	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL"), 100);
+	CHECK_INT(h_sql_int(s.db, CREATES_UNPUBLISHED), 100);
 	h_redis_restart(&r);
 	for (int i = 0; i < 50; i++)
 		submit(s.proc.url, "after", 64, id);
@@ -299,9 +311,7 @@ TEST_T(queue_redis_down_during_200_submissions, 90)
 		 h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes"));
 	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks"), 200);
 	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM tasks WHERE state = 'creating'"), 200);
-	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL OR "
-				"stream_id IS NULL"),
-		  0);
+	CHECK_INT(h_sql_int(s.db, CREATES_UNPUBLISHED), 0);
 	check_received_once(s.db, 200);
 	c = rc_open(&r);
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 5000, "entries left pending");
@@ -326,10 +336,9 @@ TEST_T(queue_kill9_with_unacked_deliveries_handled_once, 60)
 	/* Delivered to "steady", not acknowledged: the handler holds them. */
 	WAIT_FOR(pending(c, "gwb:intents") == 10, 10000, "not all delivered");
 	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM intent_outcomes"), 0);
-	/* Stream ids recorded, so the restart re-publishes nothing (re-publishing is covered
-	 * below, deliberately). */
-	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 10,
-		 10000, "stream ids not recorded");
+	/* Their publication recorded (the cursor past them), so the restart re-publishes
+	 * nothing (re-publishing is covered below, deliberately). */
+	WAIT_FOR(h_sql_int(s.db, CREATES_UNPUBLISHED) == 0, 10000, "publications not recorded");
 	h_server_kill9(&s);
 
 	const char *quick[] = { "GWB_QUEUE_CONSUMER=steady", NULL };
@@ -386,8 +395,7 @@ TEST_T(queue_dead_consumer_entries_claimed_by_live_one, 60)
 	for (int i = 0; i < 5; i++)
 		submit(s.proc.url, "orphan", 64, ids[i]);
 	WAIT_FOR(pending(c, "gwb:intents") == 5, 10000, "not delivered to doomed");
-	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 5,
-		 10000, "stream ids not recorded");
+	WAIT_FOR(h_sql_int(s.db, CREATES_UNPUBLISHED) == 0, 10000, "publications not recorded");
 	h_server_kill9(&s);
 
 	const char *rescuer[] = { "GWB_QUEUE_CONSUMER=rescuer", "GWB_QUEUE_CLAIM_IDLE_MS=500",
@@ -493,10 +501,9 @@ TEST_T(queue_entry_delivered_often_is_handled_not_dead, 60)
 	redisContext *c = rc_open(&r);
 	submit(s.proc.url, "flaky", 64, id);
 	WAIT_FOR(pending(c, "gwb:intents") == 1, 10000, "not delivered");
-	/* Killed only once the stream id is recorded: otherwise the next server publishes the
-	 * row again (a harmless duplicate, but not the entry this case is about). */
-	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 1,
-		 10000, "stream id not recorded");
+	/* Killed only once the publication is recorded: otherwise the next server publishes
+	 * the intent again (a harmless duplicate, but not the entry this case is about). */
+	WAIT_FOR(h_sql_int(s.db, CREATES_UNPUBLISHED) == 0, 10000, "publication not recorded");
 	h_server_kill9(&s);
 	redisReply *p = rq(c, "XPENDING gwb:intents reconcilers - + 1");
 	char eid[64];
@@ -543,8 +550,7 @@ TEST_T(queue_kill9_during_500_backlog_no_dead_letters, 120)
 	char id[33];
 	for (int i = 0; i < 500; i++)
 		submit(s.proc.url, "backlog", 16, id);
-	WAIT_FOR(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE stream_id IS NOT NULL") == 500,
-		 20000, "not all published");
+	WAIT_FOR(h_sql_int(s.db, CREATES_UNPUBLISHED) == 0, 20000, "not all published");
 	for (int round = 0; round < 6; round++) {
 		/* The held entries were handed out again (own pending, re-read at start). */
 		WAIT_FOR(readyz_redis_int(s.proc.url, "delivered") >= 256, 10000,
@@ -684,6 +690,6 @@ TEST_T(queue_server_without_redis_keeps_serving, 30)
 	h_req(&rz, "GET", s.proc.url, "/readyz", NULL, NULL, NULL);
 	CHECK_INT(rz.status, 200);
 	h_resp_free(&rz);
-	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE published_at IS NULL"), 1);
+	CHECK_INT(h_sql_int(s.db, CREATES_UNPUBLISHED), 1);
 	h_server_stop(&s);
 }

@@ -13,6 +13,9 @@
  *   released = 0 gives, each part through an index;
  * - 13 on version 12: the tasks keep every row, lose the index on id, and are found by the
  *   seq their id encodes, or for the ids made before it through task_legacy_ids;
+ * - 15 on version 14: the outbox keeps the create intents written before it, published or
+ *   not, the intent cursor starts at the last task, and only the tasks made since are their
+ *   own create intents;
  * - a migration that would leave a reference broken is not committed. */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -213,15 +216,20 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	CHECK_STR(ids, "");
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 0);
+	/* From schema 15 on a new task is its own create intent, its seq the intent's id,
+	 * read after the outbox's rows. */
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 100, 100, NULL, 1, &created), 0);
 	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal"};
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	int64_t late = store_task_id_seq(res.task_id);
+	char want[64];
+	snprintf(want, sizeof want, "%lld", (long long)late);
 	unpublished_ids(s, ids, sizeof ids);
-	CHECK_STR(ids, "7");
+	CHECK_STR(ids, want);
 	/* The count kept in memory follows commits only: a batch rolled back adds nothing, a
-	 * decision undone inside a batch neither, a committed one adds its row. */
+	 * decision undone inside a batch neither, a committed one adds its task. */
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 1);
 	CHECK_INT(store_batch_begin(s), 0);
@@ -233,16 +241,19 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	CHECK_INT(store_task_submit(s, &big, NULL, "fp", 10, 100000, &res), GWB_EQUOTA);
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK_INT(store_batch_commit(s), 0);
+	int64_t second = store_task_id_seq(res.task_id);
+	CHECK(second > late);
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 2);
 	/* Published twice (a redelivered record): counted once. */
-	id = 7;
+	id = late;
 	CHECK_INT(store_outbox_published(s, &id, sids, 1, 8), 0);
 	CHECK_INT(store_outbox_published(s, &id, sids, 1, 8), 0);
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 1);
+	snprintf(want, sizeof want, "%lld", (long long)second);
 	unpublished_ids(s, ids, sizeof ids);
-	CHECK_STR(ids, "8"); /* the rolled-back row's id went to the committed one */
+	CHECK_STR(ids, want);
 	/* A store opened on the file now counts what it holds. */
 	struct store *s2 = NULL;
 	CHECKF(store_open(&s2, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
@@ -250,7 +261,7 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	CHECK_INT(store_outbox_unpublished_count(s2, &n), 0);
 	CHECK_INT(n, 1);
 	unpublished_ids(s2, ids, sizeof ids);
-	CHECK_STR(ids, "8");
+	CHECK_STR(ids, want);
 
 	/* The index is gone, and the relay's read goes by the outbox's primary key. */
 	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
@@ -263,6 +274,53 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	     p, sizeof p);
 	CHECKF(strstr(p, "SEARCH o USING INTEGER PRIMARY KEY") != NULL, "%s", p);
 	sqlite3_close(h);
+}
+
+TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_last_task)
+{
+	const char *db = h_path("v14.db");
+	sqlite3 *h = at_version(db, 14);
+	/* Two tasks of schema 14 (seqs 1 and 2, ids encoding them), the first's create
+	 * published, the second's not. */
+	char a[16], b[16], sql[1024];
+	store_task_id_encode(1, a);
+	store_task_id_encode(2, b);
+	snprintf(sql, sizeof sql,
+		 "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		 "  VALUES ('alpha', 100, 100, 1, 1);"
+		 "INSERT INTO tasks (seq, " TASK_MIN ") VALUES (1, '%s', 'alpha', 'creating'"
+		 TASK_REST "), (2, '%s', 'alpha', 'queued'" TASK_REST ");"
+		 "INSERT INTO outbox (id, task_id, team, kind, attempt, created_at, published_at,"
+		 "  stream_id) VALUES (1, '%s', 'alpha', 'create', 1, 5, 6, '1-0'),"
+		 "  (2, '%s', 'alpha', 'create', 1, 5, NULL, NULL);",
+		 a, b, a, b);
+	exec(h, sql);
+	sqlite3_close(h);
+
+	struct store *s = NULL;
+	char err[256];
+	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
+	t_defer(close_store, s);
+	CHECK_INT(store_schema_version(s), store_schema_latest());
+	CHECK_INT(h_sql_int(db, "SELECT create_seq FROM intent_cursor"), 2);
+	/* The old task's create comes from its outbox row, once: not again as a task. */
+	char ids[64];
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, "2");
+	int64_t n = -1;
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 1);
+	/* A new task is its own create intent, after the outbox's row. */
+	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal"};
+	struct submit_result res;
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	char want[64];
+	snprintf(want, sizeof want, "2 %lld", (long long)store_task_id_seq(res.task_id));
+	unpublished_ids(s, ids, sizeof ids);
+	CHECK_STR(ids, want);
+	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
+	CHECK_INT(n, 2);
+	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM outbox"), 2);
 }
 
 /* Every column of every task row, and of every reservation, as one text. */
