@@ -1198,19 +1198,30 @@ static int legacy_taken(struct store *s, int64_t seq)
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
+int store_one_int(sqlite3_stmt *st, int64_t *v)
+{
+	if (!st)
+		return GWB_EDB;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : GWB_EDB;
+}
+
 /* Reads next_seq when it is not known: one more than every task seq and outbox id. */
 static int next_seq_read(struct store *s)
 {
 	if (s->next_seq)
 		return 0;
-	sqlite3_stmt *st = store_stmt(s, "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM tasks), "
-					 "(SELECT COALESCE(MAX(id), 0) FROM outbox)) + 1");
-	if (!st)
+	int rc = store_one_int(store_stmt(s, "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM "
+					     "tasks), (SELECT COALESCE(MAX(id), 0) FROM outbox)) + 1"),
+			       &s->next_seq);
+	if (rc || !s->next_seq) {
+		s->next_seq = 0;
 		return GWB_EDB;
-	int rc = sqlite3_step(st);
-	s->next_seq = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	sqlite3_reset(st);
-	return s->next_seq ? 0 : GWB_EDB;
+	}
+	return 0;
 }
 
 int store_intent_id_new(struct store *s, int64_t *id)

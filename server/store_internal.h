@@ -211,6 +211,9 @@ int store_task_read(sqlite3_stmt *st, struct task *t);
  * GWB_EDB when the file cannot be read. next_seq, the next free one, is read again at each
  * batch's start (0). */
 int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
+/* Steps st (NULL: a statement that could not be prepared), a query of one row of one
+ * integer, into *v, and resets it. 0 or GWB_EDB. */
+int store_one_int(sqlite3_stmt *st, int64_t *v);
 /* sql prepared to be kept (SQLITE_PREPARE_PERSISTENT), the caller's to finalize, or NULL
  * after logging the error. */
 sqlite3_stmt *store_prepare_kept(struct store *s, const char *sql);

@@ -35,41 +35,47 @@ static int low_from(struct store *s, int64_t from, int64_t *low)
 	return rc == SQLITE_ROW ? 0 : GWB_EDB;
 }
 
-/* The single integer a statement of one row and one column gives, into *v. 0 or GWB_EDB. */
-static int one_int(sqlite3_stmt *st, int64_t *v)
-{
-	if (!st)
-		return GWB_EDB;
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*v = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : GWB_EDB;
-}
-
 int store_outbox_low_find(struct store *s)
 {
 	int rc = low_from(s, 0, &s->ob_low);
 	if (rc)
 		return rc;
-	if ((rc = one_int(store_stmt(s, "SELECT create_seq FROM intent_cursor"), &s->ic_cursor)))
+	if ((rc = store_one_int(store_stmt(s, "SELECT create_seq FROM intent_cursor"),
+				&s->ic_cursor)))
 		return rc;
 	int64_t outbox = 0, creates = 0;
 	sqlite3_stmt *st = store_stmt(s, "SELECT count(*) FROM outbox WHERE id >= ? AND "
 					 "published_at IS NULL");
 	if (st)
 		sqlite3_bind_int64(st, 1, s->ob_low);
-	if ((rc = one_int(st, &outbox)))
+	if ((rc = store_one_int(st, &outbox)))
 		return rc;
 	st = store_stmt(s, "SELECT count(*) FROM tasks WHERE seq > ?");
 	if (st)
 		sqlite3_bind_int64(st, 1, s->ic_cursor);
-	if ((rc = one_int(st, &creates)))
+	if ((rc = store_one_int(st, &creates)))
 		return rc;
 	s->ob_unpub = outbox + creates;
 	s->ob_unpub_pend = s->ob_unpub_sp = 0;
 	s->ic_nfetched = 0;
 	return 0;
+}
+
+/* The task's parameters an intent carries, from column col of st on: job_name, name,
+ * gpu_memory_mib, gpu_core_percent, gpu_count, duration_seconds, qos, experiment. */
+#define INTENT_TASK_COLS                                                                      \
+	"t.job_name, t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, "            \
+	"t.duration_seconds, t.qos, t.experiment"
+static void task_params(sqlite3_stmt *st, int col, struct q_intent *in)
+{
+	copy_col(st, col, in->job, sizeof in->job);
+	copy_col(st, col + 1, in->name, sizeof in->name);
+	in->gpu_memory_mib = sqlite3_column_int64(st, col + 2);
+	in->gpu_core_percent = sqlite3_column_int64(st, col + 3);
+	in->gpu_count = sqlite3_column_int64(st, col + 4);
+	in->duration_seconds = sqlite3_column_int64(st, col + 5);
+	copy_col(st, col + 6, in->qos, sizeof in->qos);
+	copy_col(st, col + 7, in->experiment, sizeof in->experiment);
 }
 
 /* The new tasks above the cursor whose commits are durable, up to max, as create intents
@@ -80,9 +86,8 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 	if (max <= 0)
 		return 0;
 	sqlite3_stmt *st = store_stmt(
-		s, "SELECT seq, id, team, created_at, job_name, name, gpu_memory_mib, "
-		   "gpu_core_percent, gpu_count, duration_seconds, qos, experiment FROM tasks "
-		   "WHERE seq > ? AND seq < ? ORDER BY seq LIMIT ?");
+		s, "SELECT t.seq, t.id, t.team, t.created_at, " INTENT_TASK_COLS " FROM tasks t "
+		   "WHERE t.seq > ? AND t.seq < ? ORDER BY t.seq LIMIT ?");
 	if (!st)
 		return GWB_EDB;
 	sqlite3_bind_int64(st, 1, s->ic_cursor);
@@ -103,14 +108,7 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 		copy_col(st, 2, in->team, sizeof in->team);
 		in->attempt = 1;
 		in->created_at = sqlite3_column_int64(st, 3);
-		copy_col(st, 4, in->job, sizeof in->job);
-		copy_col(st, 5, in->name, sizeof in->name);
-		in->gpu_memory_mib = sqlite3_column_int64(st, 6);
-		in->gpu_core_percent = sqlite3_column_int64(st, 7);
-		in->gpu_count = sqlite3_column_int64(st, 8);
-		in->duration_seconds = sqlite3_column_int64(st, 9);
-		copy_col(st, 10, in->qos, sizeof in->qos);
-		copy_col(st, 11, in->experiment, sizeof in->experiment);
+		task_params(st, 4, in);
 		s->ic_fetched[s->ic_nfetched++] = in->id;
 	}
 	if (n < max && rc != SQLITE_DONE) {
@@ -129,9 +127,8 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 	 * rows the relay has not published, and after a partial failure the few it published
 	 * past one it could not, which the condition skips. */
 	sqlite3_stmt *st = store_stmt(
-		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, t.job_name, "
-		   "t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, t.duration_seconds, "
-		   "t.qos, t.experiment FROM outbox o JOIN tasks t ON "
+		s, "SELECT o.id, o.kind, o.task_id, o.team, o.attempt, o.created_at, "
+		   INTENT_TASK_COLS " FROM outbox o JOIN tasks t ON "
 		   STORE_SQL_TASK_IS("t.", "o.task_id") " WHERE o.id >= ? AND o.id < ? AND "
 		   "o.published_at IS NULL ORDER BY o.id LIMIT ?");
 	if (!st)
@@ -151,14 +148,7 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 		copy_col(st, 3, in->team, sizeof in->team);
 		in->attempt = sqlite3_column_int64(st, 4);
 		in->created_at = sqlite3_column_int64(st, 5);
-		copy_col(st, 6, in->job, sizeof in->job);
-		copy_col(st, 7, in->name, sizeof in->name);
-		in->gpu_memory_mib = sqlite3_column_int64(st, 8);
-		in->gpu_core_percent = sqlite3_column_int64(st, 9);
-		in->gpu_count = sqlite3_column_int64(st, 10);
-		in->duration_seconds = sqlite3_column_int64(st, 11);
-		copy_col(st, 12, in->qos, sizeof in->qos);
-		copy_col(st, 13, in->experiment, sizeof in->experiment);
+		task_params(st, 6, in);
 	}
 	if (n < max && rc != SQLITE_DONE) {
 		sqlite3_reset(st);
@@ -406,9 +396,13 @@ static int receive_one(struct store *s, const struct intent_rx *rx, int64_t now_
 	int move = strcmp(rx->kind, "create") == 0 && state == TASK_QUEUED;
 	if (move && (rc = set_state(s, rx->task, state, TASK_CREATING, now_ms)))
 		return rc;
-	json_t *detail = json_pack("{s:I, s:s, s:s?, s:s?, s:I}", "intent", (json_int_t)rx->intent_id,
-				   "kind", rx->kind, "stream_id", rx->stream_id, "consumer",
-				   rx->consumer, "deliveries", (json_int_t)rx->deliveries);
+	/* The intent's id as text: a create's is its task's seq, up to 2^60, past what a
+	 * JavaScript number (the page's) holds exactly, 2^53. */
+	char intent[24];
+	snprintf(intent, sizeof intent, "%lld", (long long)rx->intent_id);
+	json_t *detail = json_pack("{s:s, s:s, s:s?, s:s?, s:I}", "intent", intent, "kind",
+				   rx->kind, "stream_id", rx->stream_id, "consumer", rx->consumer,
+				   "deliveries", (json_int_t)rx->deliveries);
 	rc = store_event_add(s, rx->task, now_ms, "intent_received",
 			     move ? task_state_name(state) : NULL,
 			     move ? task_state_name(TASK_CREATING) : NULL, detail);

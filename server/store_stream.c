@@ -62,12 +62,5 @@ int store_stream_events(struct store *s, int64_t after, const char *team, struct
 
 int store_stream_head(struct store *s, int64_t *head)
 {
-	sqlite3_stmt *st = store_stmt(s, "SELECT COALESCE(MAX(id), 0) FROM task_events");
-	if (!st)
-		return GWB_EDB;
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*head = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : GWB_EDB;
+	return store_one_int(store_stmt(s, "SELECT COALESCE(MAX(id), 0) FROM task_events"), head);
 }

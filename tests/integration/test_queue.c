@@ -270,6 +270,11 @@ TEST_T(queue_submit_entry_readable_group_and_body, 60)
 	WAIT_FOR(strcmp(task_state(s.proc.url, id, st, sizeof st), "creating") == 0, 10000,
 		 "task stayed %s", st);
 	CHECK_INT(h_sql_int(s.db, sql), 1);
+	/* Its event names the intent by its id as text (past 2^53: the page reads it exactly). */
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM task_events WHERE task_id = '%s' AND type = "
+				  "'intent_received' AND json_extract(detail, '$.intent') = '%lld'",
+		 id, seq);
+	CHECK_INT(h_sql_int(s.db, sql), 1);
 	WAIT_FOR(pending(c, "gwb:intents") == 0, 5000, "entry never acknowledged");
 	check_received_once(s.db, 1);
 	h_server_stop(&s);

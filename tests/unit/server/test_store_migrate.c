@@ -321,6 +321,14 @@ TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_la
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 2);
 	CHECK_INT(h_sql_int(db, "SELECT count(*) FROM outbox"), 2);
+	/* The relay's read of the creates is a range of the tasks' primary key. */
+	CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+	char p[1024];
+	plan(h, "SELECT t.seq FROM tasks t WHERE t.seq > 2 AND t.seq < 100 ORDER BY t.seq LIMIT 64",
+	     p, sizeof p);
+	CHECKF(strstr(p, "SEARCH t USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)") != NULL, "%s",
+	       p);
+	sqlite3_close(h);
 }
 
 /* Every column of every task row, and of every reservation, as one text. */
