@@ -333,8 +333,8 @@ static void submit_decide(struct req *r, void *arg)
 	struct submit_ctx *c = arg;
 	/* The 201 shows the task as this decision wrote it: nothing else acts on a new task
 	 * before its answer (its id is not known yet, and the relay does not see it, its own
-	 * create intent, before its commit is durable), so reading it back would give the same bytes for the price of
-	 * a read transaction. A batch decided again overwrites the row. */
+	 * create intent, before its commit is durable), so reading it back would give the same
+	 * bytes for the price of a read transaction. A batch decided again overwrites the row. */
 	if (!c->row)
 		c->row = gwb_malloc(sizeof *c->row);
 	c->rc = store_task_submit_row(r->api->store, &c->q, c->has_key ? c->key : NULL, c->fp,

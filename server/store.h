@@ -142,8 +142,9 @@ void store_batch_rollback(struct store *s);
  * store_durable_seq, starts the next sync if commits wait, and returns GWB_EIO when a sync
  * failed (store_sync_failed_upto then says which commits it covered). Every other commit
  * (synchronous=FULL) makes all earlier ones durable too. Intents (new tasks, outbox rows) are
- * not handed to the relay before their commit is durable. Without the thread, store_batch_begin_later
- * is store_batch_begin_optimistic and its commit is durable when it returns. */
+ * not handed to the relay before their commit is durable. Without the thread,
+ * store_batch_begin_later is store_batch_begin_optimistic and its commit is durable when it
+ * returns. */
 int store_batch_begin_later(struct store *s);
 int store_sync_start(struct store *s);
 /* Stops the thread after one last sync of what waits (store_close does it too). */

@@ -52,8 +52,9 @@ struct store {
 	int batch_optimistic, batch_spoiled;
 	int64_t unit_changes;
 	/* An optimistic batch's new tasks, inserted once its decisions are made
-	 * (store_batch_write) with one INSERT of many rows per table, their events too: the rows are the deciders' (store_task_submit_row), with seqs given from
-	 * next_seq (0: not read in this batch). unit_rows is their count when the current
+	 * (store_batch_write) with one INSERT of many rows per table, their events too: the
+	 * rows are the deciders' (store_task_submit_row), with seqs given from next_seq (0: not
+	 * read in this batch). unit_rows is their count when the current
 	 * decision began; write_rc the error of their insert, which the COMMIT then returns. */
 	struct task **new_rows;
 	int nrows, rows_cap, unit_rows;

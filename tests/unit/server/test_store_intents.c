@@ -88,7 +88,7 @@ TEST(store_intents_new_tasks_are_create_intents_the_cursor_moves_over_published_
 	t_defer(close_store, s);
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 1000, 1000, NULL, 1, &created), 0);
-	struct task_req q = { "alpha", "c", 1, 1, 1, 60, "LS", "normal" };
+	struct task_req q = {"alpha", "c", 1, 1, 1, 60, "LS", "normal"};
 	struct submit_result res;
 	int64_t seq[3];
 	for (int i = 0; i < 3; i++) {
@@ -108,8 +108,8 @@ TEST(store_intents_new_tasks_are_create_intents_the_cursor_moves_over_published_
 	for (int i = 0; i < 3; i++)
 		CHECK_INT(ids[1 + i], seq[i]);
 	/* Published: the cancel and the last two creates, not the first. */
-	const char sids[4][48] = { "1-0", "2-0", "3-0", "4-0" };
-	int64_t pub[3] = { cancel, seq[1], seq[2] };
+	const char sids[4][48] = {"1-0", "2-0", "3-0", "4-0"};
+	int64_t pub[3] = {cancel, seq[1], seq[2]};
 	CHECK_INT(store_outbox_published(s, pub, sids, 3, 3000), 0);
 	CHECK_INT(unpublished_count(s), 3);
 	CHECK_INT(h_sql_int(db, "SELECT create_seq < (SELECT MIN(seq) FROM tasks) FROM "
@@ -161,7 +161,7 @@ TEST(store_intents_never_share_an_id_between_cancels_and_creates)
 	t_defer(close_store, s);
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 1000, 1000, NULL, 1, &created), 0);
-	struct task_req q = { "alpha", "i", 1, 1, 1, 60, "LS", "normal" };
+	struct task_req q = {"alpha", "i", 1, 1, 1, 60, "LS", "normal"};
 	struct submit_result res;
 	enum task_state st;
 	int changed;
