@@ -735,6 +735,13 @@ static void prediction_case(const char *strategy, const int *sizes, int n, int e
 	kubesim_flags = flags;
 	struct h_stack st;
 	stack_start(&st, 0, env);
+	/* A prediction is made from the reconciler's picture, which is fresh once the informers'
+	 * first lists are in: not yet when the server has just started. */
+	int64_t until = clock_mono_ms() + 10000;
+	while (h_metric(url(&st), "gwb_kube_picture_fresh", NULL) != 1) {
+		CHECKF(clock_mono_ms() < until, "the picture never became fresh");
+		h_sleep_ms(20);
+	}
 	json_t *p = NULL;
 	const char *last = NULL;
 	for (int i = 0; i < n; i++) {
