@@ -212,6 +212,12 @@ int store_task_read(sqlite3_stmt *st, struct task *t);
  * GWB_EDB when the file cannot be read. next_seq, the next free one, is read again at each
  * batch's start (0). */
 int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
+/* The cancels task ?1 had before (its outbox row's attempt is one more): counted from its
+ * cancel_requested events, written with each cancel's outbox row, through the events' index
+ * on (task_id, id). The outbox has no index on task_id: counted there, every cancel scanned
+ * every row the outbox ever held, on the loop. */
+#define STORE_SQL_CANCELS_BEFORE                                                              \
+	"(SELECT count(*) FROM task_events WHERE task_id = ?1 AND type = 'cancel_requested')"
 /* Steps st (NULL: a statement that could not be prepared), a query of one row of one
  * integer, into *v, and resets it. 0 or GWB_EDB. */
 int store_one_int(sqlite3_stmt *st, int64_t *v);

@@ -61,21 +61,41 @@ int store_outbox_low_find(struct store *s)
 	return 0;
 }
 
-/* The task's parameters an intent carries, from column col of st on: job_name, name,
- * gpu_memory_mib, gpu_core_percent, gpu_count, duration_seconds, qos, experiment. */
+/* Both reads give an intent's columns in this order: its id, kind, task, team, attempt and
+ * time, then the task's parameters it carries. */
 #define INTENT_TASK_COLS                                                                      \
 	"t.job_name, t.name, t.gpu_memory_mib, t.gpu_core_percent, t.gpu_count, "            \
 	"t.duration_seconds, t.qos, t.experiment"
-static void task_params(sqlite3_stmt *st, int col, struct q_intent *in)
+
+/* Steps st, a read of that shape, into out: up to max intents, each create's id also noted in
+ * ic_fetched when creates is set. The count, or GWB_EDB; st is reset. */
+static int intents_read(struct store *s, sqlite3_stmt *st, struct q_intent *out, int max,
+			int creates)
 {
-	copy_col(st, col, in->job, sizeof in->job);
-	copy_col(st, col + 1, in->name, sizeof in->name);
-	in->gpu_memory_mib = sqlite3_column_int64(st, col + 2);
-	in->gpu_core_percent = sqlite3_column_int64(st, col + 3);
-	in->gpu_count = sqlite3_column_int64(st, col + 4);
-	in->duration_seconds = sqlite3_column_int64(st, col + 5);
-	copy_col(st, col + 6, in->qos, sizeof in->qos);
-	copy_col(st, col + 7, in->experiment, sizeof in->experiment);
+	int n = 0, rc = SQLITE_DONE;
+	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct q_intent *in = &out[n++];
+		memset(in, 0, sizeof *in);
+		in->version = Q_INTENT_VERSION;
+		in->id = sqlite3_column_int64(st, 0);
+		copy_col(st, 1, in->kind, sizeof in->kind);
+		copy_col(st, 2, in->task, sizeof in->task);
+		copy_col(st, 3, in->team, sizeof in->team);
+		in->attempt = sqlite3_column_int64(st, 4);
+		in->created_at = sqlite3_column_int64(st, 5);
+		copy_col(st, 6, in->job, sizeof in->job);
+		copy_col(st, 7, in->name, sizeof in->name);
+		in->gpu_memory_mib = sqlite3_column_int64(st, 8);
+		in->gpu_core_percent = sqlite3_column_int64(st, 9);
+		in->gpu_count = sqlite3_column_int64(st, 10);
+		in->duration_seconds = sqlite3_column_int64(st, 11);
+		copy_col(st, 12, in->qos, sizeof in->qos);
+		copy_col(st, 13, in->experiment, sizeof in->experiment);
+		if (creates)
+			s->ic_fetched[s->ic_nfetched++] = in->id;
+	}
+	sqlite3_reset(st);
+	return n < max && rc != SQLITE_DONE ? GWB_EDB : n;
 }
 
 /* The new tasks above the cursor whose commits are durable, up to max, as create intents
@@ -86,8 +106,8 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 	if (max <= 0)
 		return 0;
 	sqlite3_stmt *st = store_stmt(
-		s, "SELECT t.seq, t.id, t.team, t.created_at, " INTENT_TASK_COLS " FROM tasks t "
-		   "WHERE t.seq > ? AND t.seq < ? ORDER BY t.seq LIMIT ?");
+		s, "SELECT t.seq, 'create', t.id, t.team, 1, t.created_at, " INTENT_TASK_COLS
+		   " FROM tasks t WHERE t.seq > ? AND t.seq < ? ORDER BY t.seq LIMIT ?");
 	if (!st)
 		return GWB_EDB;
 	sqlite3_bind_int64(st, 1, s->ic_cursor);
@@ -97,26 +117,9 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 		s->ic_fetched = gwb_realloc(s->ic_fetched, sizeof *s->ic_fetched * (size_t)max);
 		s->ic_cap = max;
 	}
-	int n = 0, rc;
-	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct q_intent *in = &out[n++];
-		memset(in, 0, sizeof *in);
-		in->version = Q_INTENT_VERSION;
-		in->id = sqlite3_column_int64(st, 0);
-		snprintf(in->kind, sizeof in->kind, "create");
-		copy_col(st, 1, in->task, sizeof in->task);
-		copy_col(st, 2, in->team, sizeof in->team);
-		in->attempt = 1;
-		in->created_at = sqlite3_column_int64(st, 3);
-		task_params(st, 4, in);
-		s->ic_fetched[s->ic_nfetched++] = in->id;
-	}
-	if (n < max && rc != SQLITE_DONE) {
-		sqlite3_reset(st);
+	int n = intents_read(s, st, out, max, 1);
+	if (n < 0)
 		s->ic_nfetched = 0;
-		return GWB_EDB;
-	}
-	sqlite3_reset(st);
 	return n;
 }
 
@@ -137,24 +140,9 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 	/* Rows of commits not yet durable wait (server/store_sync.c). */
 	sqlite3_bind_int64(st, 2, store_outbox_gate(s));
 	sqlite3_bind_int(st, 3, max);
-	int n = 0, rc;
-	while (n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct q_intent *in = &out[n++];
-		memset(in, 0, sizeof *in);
-		in->version = Q_INTENT_VERSION;
-		in->id = sqlite3_column_int64(st, 0);
-		copy_col(st, 1, in->kind, sizeof in->kind);
-		copy_col(st, 2, in->task, sizeof in->task);
-		copy_col(st, 3, in->team, sizeof in->team);
-		in->attempt = sqlite3_column_int64(st, 4);
-		in->created_at = sqlite3_column_int64(st, 5);
-		task_params(st, 6, in);
-	}
-	if (n < max && rc != SQLITE_DONE) {
-		sqlite3_reset(st);
-		return GWB_EDB;
-	}
-	sqlite3_reset(st);
+	int n = intents_read(s, st, out, max, 0);
+	if (n < 0)
+		return n;
 	int c = creates_read(s, out + n, max - n);
 	return c < 0 ? c : n + c;
 }
@@ -453,8 +441,8 @@ static int cancel_writes(struct store *s, const char *id, enum task_state from, 
 	if ((rc = store_intent_id_new(s, &intent)))
 		return rc;
 	st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, created_at) "
-			   "SELECT ?3, id, team, 'cancel', 1 + (SELECT count(*) FROM outbox WHERE "
-			   "task_id = ?1 AND kind = 'cancel'), ?2 FROM tasks WHERE "
+			   "SELECT ?3, id, team, 'cancel', 1 + " STORE_SQL_CANCELS_BEFORE ", ?2 "
+			   "FROM tasks WHERE "
 			   STORE_SQL_TASK_IS("", "?1"));
 	if (!st)
 		return GWB_EDB;

@@ -162,6 +162,17 @@ static void close_store(void *arg)
 	store_close(arg);
 }
 
+/* A store opened on db, migrated to the latest version, closed at the case's end. */
+static struct store *open_migrated(const char *db)
+{
+	struct store *s = NULL;
+	char err[256];
+	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
+	t_defer(close_store, s);
+	CHECK_INT(store_schema_version(s), store_schema_latest());
+	return s;
+}
+
 /* Ids of the outbox rows the relay would be given now, as text ("3 5"). */
 static void unpublished_ids(struct store *s, char *out, size_t len)
 {
@@ -193,11 +204,7 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 		"  (6, 't-c', 'alpha', 'cancel', 1, 5, 7, '6-0');");
 	sqlite3_close(h);
 
-	struct store *s = NULL;
-	char err[256];
-	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
-	t_defer(close_store, s);
-	CHECK_INT(store_schema_version(s), store_schema_latest());
+	struct store *s = open_migrated(db);
 	char ids[64];
 	unpublished_ids(s, ids, sizeof ids);
 	CHECK_STR(ids, "3 5");
@@ -256,6 +263,7 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	CHECK_STR(ids, want);
 	/* A store opened on the file now counts what it holds. */
 	struct store *s2 = NULL;
+	char err[256];
 	CHECKF(store_open(&s2, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
 	t_defer(close_store, s2);
 	CHECK_INT(store_outbox_unpublished_count(s2, &n), 0);
@@ -297,11 +305,7 @@ TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_la
 	exec(h, sql);
 	sqlite3_close(h);
 
-	struct store *s = NULL;
-	char err[256];
-	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
-	t_defer(close_store, s);
-	CHECK_INT(store_schema_version(s), store_schema_latest());
+	struct store *s = open_migrated(db);
 	CHECK_INT(h_sql_int(db, "SELECT create_seq FROM intent_cursor"), 2);
 	/* The old task's create comes from its outbox row, once: not again as a task. */
 	char ids[64];
@@ -474,11 +478,7 @@ TEST(store_migration_13_finds_tasks_by_the_seq_their_id_encodes)
 	rows_text(h, V12_TASKS, before, sizeof before);
 	sqlite3_close(h);
 
-	struct store *s = NULL;
-	char err[256];
-	CHECKF(store_open(&s, db, 10000, err, sizeof err) == 0, "store_open: %s", err);
-	t_defer(close_store, s);
-	CHECK_INT(store_schema_version(s), store_schema_latest());
+	struct store *s = open_migrated(db);
 	const char *ids[] = { "t-ocvlaaaaaaaa", "t-zzzzzzzzzzzz", "t-22222222222d", "t-a" };
 	const int64_t seqs[] = { 1, 2, 3, 2097152 };
 	struct task *t = gwb_malloc(sizeof *t);
