@@ -37,12 +37,15 @@ endif
 
 # Components: each folder's objects (all but main.c) form one archive. A component links only
 # the archives it depends on, so one folder's work in progress never breaks another's build.
-COMPONENTS := lib config queue server worker tools/kubesim tools/gwbctl tools/gwb-load \
-              tools/gwb-lab
+COMPONENTS := lib config queue server server/api server/store server/recon server/kube worker \
+              tools/kubesim tools/gwbctl tools/gwb-load tools/gwb-lab
 DEPS_lib           := lib
 DEPS_config        := config lib
 DEPS_queue         := queue config lib
-DEPS_server        := server queue config lib
+# The server's layers (api, recon, kube, store) call each other through narrow contexts, so
+# their archives are linked as one group (see link_group).
+SERVER_LAYERS      := server server/api server/recon server/kube server/store
+DEPS_server        := $(SERVER_LAYERS) queue config lib
 DEPS_worker        := worker lib
 DEPS_tools/kubesim := tools/kubesim lib
 DEPS_tools/gwbctl  := tools/gwbctl queue config lib
@@ -52,6 +55,8 @@ DEPS_tools/gwb-lab := tools/gwb-lab lib
 comp_srcs = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
 comp_lib  = $(BUILD)/lib$(subst /,-,$(1)).a
 comp_libs = $(foreach d,$(DEPS_$(1)),$(call comp_lib,$(d)))
+# Objects first, then every archive in one group: the server's layers refer to each other.
+link_group = $(filter-out %.a,$(1)) -Wl,--start-group $(filter %.a,$(1)) -Wl,--end-group
 ALL_SRCS := $(foreach c,$(COMPONENTS),$(wildcard $(c)/*.c))
 
 # Each binary is built once its folder has a main.c.
@@ -91,7 +96,7 @@ endef
 $(foreach c,$(COMPONENTS),$(eval $(call archive_rule,$(c))))
 
 # The page's assets (server/web/) become one generated C file in the server's archive: the
-# binary serves them itself (server/api_web.c).
+# binary serves them itself (server/api/api_web.c).
 WEB_ASSETS := $(sort $(wildcard server/web/*.html server/web/*.css server/web/*.js))
 WEB_GEN    := $(BUILD)/gen/web_assets.c
 $(WEB_GEN): $(WEB_ASSETS) tools/web-embed.sh
@@ -99,7 +104,7 @@ $(WEB_GEN): $(WEB_ASSETS) tools/web-embed.sh
 	tools/web-embed.sh $@ $(WEB_ASSETS)
 $(BUILD)/gen/web_assets.o: $(WEB_GEN)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
-$(call comp_lib,server): $(BUILD)/gen/web_assets.o
+$(call comp_lib,server/api): $(BUILD)/gen/web_assets.o
 
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 	@mkdir -p $(dir $@)
@@ -108,14 +113,14 @@ $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 define binary_rule
 $(BIN)/$(2): $(BUILD)/$(1)/main.o $(call comp_libs,$(1))
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(call link_group,$$^) $$(LDLIBS)
 endef
 $(foreach m,$(BIN_MAINS),$(eval $(call binary_rule,$(word 1,$(subst :, ,$(m))),$(word 2,$(subst :, ,$(m))))))
 
 define test_rule
 $(patsubst tests/%.c,$(BIN)/tests/%,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(1)) $(HARNESS_LIB) $(call comp_libs,$(call test_comp,$(1)))
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(call link_group,$$^) $$(LDLIBS)
 endef
 $(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
 

@@ -11,7 +11,7 @@
 #include "config/config.h"
 #include "queue/codec.h"
 #include "server/server.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 struct intents;
 

@@ -14,13 +14,13 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/api_audit.h"
-#include "server/http.h"
-#include "server/kube.h"
+#include "server/api/api_audit.h"
+#include "server/api/http.h"
+#include "server/kube/kube.h"
 #include "server/intents.h"
-#include "server/reconciler.h"
+#include "server/recon/reconciler.h"
 #include "server/server.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 /* Idempotency keys are purged at most this often: the purge is one indexed DELETE. */
 #define IDEM_PURGE_EVERY_MS 60000
@@ -246,7 +246,7 @@ static int server_run(struct server *srv)
 		fprintf(stderr, "gwb-server: store: %s\n", err);
 		return 1;
 	}
-	/* PASSIVE checkpoints on a thread of their own (server/store_ckpt.c); without it the
+	/* PASSIVE checkpoints on a thread of their own (server/store/store_ckpt.c); without it the
 	 * housekeeping timer runs them on the loop, as the WAL's bound always does. */
 	int rc = store_ckpt_start(srv->store);
 	if (rc == 0) {

@@ -26,7 +26,7 @@
 #define MEM_MIB      16
 #define CORE_PCT     1
 #define TASK_SECONDS 1
-/* What gwb-server's Job template asks of the node per Pod (server/jobspec.c): 10 milli-CPU per
+/* What gwb-server's Job template asks of the node per Pod (server/recon/jobspec.c): 10 milli-CPU per
  * core percent and 256 MiB of memory. */
 #define POD_CPU_MILLI_PER_CORE_PCT 10
 #define POD_MEMORY_MIB             256

@@ -22,7 +22,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 #define MAX_POS 4
-/* The API's largest page (server/api_tasks.c LIST_LIMIT_MAX). */
+/* The API's largest page (server/api/api_tasks.c LIST_LIMIT_MAX). */
 #define PAGE_MAX 500
 /* list --active and cancel --all stop after this many tasks (then say so). */
 #define ACTIVE_MAX 10000

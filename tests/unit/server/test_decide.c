@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "server/recon_decide.h"
+#include "server/recon/recon_decide.h"
 #include "tests/harness/t.h"
 
 #define FIXTURES "tests/fixtures/decide"

@@ -1,7 +1,7 @@
 /* The card picture and the pending diagnosis, on the lab's numbers: two 8 GiB cards. */
 #include <string.h>
 
-#include "server/diagnose.h"
+#include "server/recon/diagnose.h"
 #include "tests/harness/t.h"
 
 static json_t *device(int health1)

@@ -1,10 +1,10 @@
-/* server/http.c's SHA-256, which every token is stored and looked up by: the standard's
+/* server/api/http.c's SHA-256, which every token is stored and looked up by: the standard's
  * vectors, through the kept digest context again and again (a change of the digest would
  * lock every team out of a database made before it). */
 #include <stdio.h>
 #include <string.h>
 
-#include "server/http.h"
+#include "server/api/http.h"
 #include "tests/harness/t.h"
 
 static void hex(const unsigned char *h, char out[65])

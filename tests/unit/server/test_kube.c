@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "lib/err.h"
-#include "server/jobspec.h"
-#include "server/kubeconfig.h"
+#include "server/recon/jobspec.h"
+#include "server/kube/kubeconfig.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

@@ -1,7 +1,7 @@
 /* The Kubernetes client's flow control parts with a made-up clock: the token bucket's burst
  * and refill, the local queue's class and arrival order, Retry-After holds, the 429 delay, and
  * the verb and class of the requests the server makes. */
-#include "server/kubeflow.h"
+#include "server/kube/kubeflow.h"
 #include "tests/harness/t.h"
 
 TEST(kubeflow_bucket_burst_then_qps)

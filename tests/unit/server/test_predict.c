@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/predict.h"
+#include "server/recon/predict.h"
 #include "tests/harness/t.h"
 
 /* Adds a card: node, minor, PCIe root ("" for no topology), used MiB and core. */

@@ -3,7 +3,7 @@
  * bucket. */
 #include <string.h>
 
-#include "server/ratelimit.h"
+#include "server/api/ratelimit.h"
 #include "tests/harness/t.h"
 
 static void key_of(unsigned char *k, int n)

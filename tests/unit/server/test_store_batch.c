@@ -12,9 +12,9 @@
 #include "lib/alloc.h"
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/store.h"
-#include "server/store_internal.h"
-#include "server/store_recon.h"
+#include "server/store/store.h"
+#include "server/store/store_internal.h"
+#include "server/store/store_recon.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

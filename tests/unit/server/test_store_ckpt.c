@@ -12,8 +12,8 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/store.h"
-#include "server/store_internal.h"
+#include "server/store/store.h"
+#include "server/store/store_internal.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

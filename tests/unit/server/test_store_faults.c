@@ -11,7 +11,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

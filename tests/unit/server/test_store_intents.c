@@ -9,8 +9,8 @@
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "queue/codec.h"
-#include "server/store.h"
-#include "server/store_internal.h"
+#include "server/store/store.h"
+#include "server/store/store_internal.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

@@ -1,4 +1,4 @@
-/* SQLite's memory through the pool (server/store_mem.c): installed only before SQLite starts,
+/* SQLite's memory through the pool (server/store/store_mem.c): installed only before SQLite starts,
  * the sizes SQLite is told its blocks have, a freed block taken back through SQLite's own
  * functions, and a store that works over it. */
 #include <sqlite3.h>
@@ -6,8 +6,8 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "server/store.h"
-#include "server/store_internal.h"
+#include "server/store/store.h"
+#include "server/store/store_internal.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

@@ -1,4 +1,4 @@
-/* Durable later (server/store_sync.c) against a real SQLite file and the real sync thread: a
+/* Durable later (server/store/store_sync.c) against a real SQLite file and the real sync thread: a
  * batch opened with store_batch_begin_later commits without being durable, its intents stay
  * out of the relay's sight until the thread's sync ends, and the relay is woken then; a
  * commit with synchronous=FULL makes every earlier one durable; the connection is back to
@@ -12,8 +12,8 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "queue/codec.h"
-#include "server/store.h"
-#include "server/store_internal.h"
+#include "server/store/store.h"
+#include "server/store/store_internal.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

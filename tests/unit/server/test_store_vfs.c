@@ -1,4 +1,4 @@
-/* The store's VFS (server/store_vfs.c), which gathers a commit's WAL frames into one write:
+/* The store's VFS (server/store/store_vfs.c), which gathers a commit's WAL frames into one write:
  * a batch of 30 submissions costs a couple of write system calls, not two per frame; what
  * a batch commits is visible to another connection (over SQLite's own VFS) at once, while
  * the store stays open and nothing is checkpointed; a transaction larger than the buffer,
@@ -11,7 +11,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 

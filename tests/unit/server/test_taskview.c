@@ -1,4 +1,4 @@
-/* The API's view of a task (server/api_taskview.c): built with every key in sorted order, so
+/* The API's view of a task (server/api/api_taskview.c): built with every key in sorted order, so
  * that a view api_task_view_sorted vouches for dumps to the same text with or without jansson
  * sorting it; and written as text by api_task_view_write, byte for byte what jansson dumps
  * (escapes, non-ASCII, every optional part), refusing what jansson would refuse. */
@@ -8,7 +8,7 @@
 
 #include "lib/alloc.h"
 #include "lib/jsonw.h"
-#include "server/http.h"
+#include "server/api/http.h"
 #include "tests/harness/t.h"
 
 static struct task *task_new(void)

@@ -147,7 +147,7 @@ TEST(opts_errors_name_the_flag)
 	bad((const char *[]){"--count", "1", NULL}, "--token");
 }
 
-/* The shape GET /v1/tasks/ID/events answers today (server/store_tasks.c). */
+/* The shape GET /v1/tasks/ID/events answers today (server/store/store_tasks.c). */
 static const char events_fixture[] =
     "["
     "{\"seq\":1,\"ts\":\"2026-11-30T18:41:22.916Z\",\"type\":\"submitted\",\"from\":null,"
