@@ -144,6 +144,30 @@ struct store {
 	} tp, tp_sp;
 };
 
+/* Runs sql (no rows expected) on the connection: 0 or store_rc_err's error. */
+int store_exec(struct store *s, const char *sql);
+/* The kind of storage fault a SQLite result code is (the connection's codes are primary
+ * ones: extended codes are off), or STORE_FAULT_NONE when it is not one. */
+enum store_fault_kind store_fault_kind_of(int rc);
+/* After a commit: a transaction that stored a change committed, so whatever refused the
+ * writes before does not now (the fault is cleared and its end logged). */
+void store_fault_clear(struct store *s);
+/* Runs the migrations the file has not had, in one transaction: 0, or an error with the
+ * reason in err (store_schema.c). */
+int store_schema_migrate(struct store *s, char *err, size_t errlen);
+/* The connection's WAL settings and hook, with wal_max_bytes its bound (store_ckpt.c): 0, or
+ * GWB_EDB with the reason in err. */
+int store_wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t errlen);
+/* Ends the open transaction's counter moves: applied when it committed (apply 1), dropped
+ * when it rolled back. */
+void store_counts_settle(struct store *s, int apply);
+/* Registers the gwb_task_seq SQL function on the connection (before the migrations): 0 or
+ * GWB_EDB. */
+int store_ids_setup(struct store *s);
+/* Reads whether task_legacy_ids has any row (a file made before schema 13 with tasks in it):
+ * 0 or GWB_EDB. */
+int store_ids_open(struct store *s);
+
 /* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on and new
  * tasks from seq tk_min on (0: none of that kind). */
 void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min);

@@ -391,3 +391,60 @@ void store_sync_stats(const struct store *s, struct store_sync_stats *out)
 	out->pending = (int64_t)(s->commit_seq - s->durable_seq);
 	out->seconds = (double)s->sync->us_total / 1e6;
 }
+
+void store_durable_all(struct store *s)
+{
+	s->durable_seq = s->commit_seq;
+	s->nheld = s->held_head = 0;
+}
+
+void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min)
+{
+	if (s->held_head > 0 && s->held_head == s->nheld)
+		s->nheld = s->held_head = 0;
+	if (s->nheld == s->held_cap) {
+		/* Room at the front first: the live entries move down. */
+		if (s->held_head > 0) {
+			memmove(s->held, s->held + s->held_head,
+				sizeof *s->held * (size_t)(s->nheld - s->held_head));
+			s->nheld -= s->held_head;
+			s->held_head = 0;
+		} else {
+			s->held_cap = s->held_cap ? s->held_cap * 2 : 64;
+			s->held = gwb_realloc(s->held, sizeof *s->held * (size_t)s->held_cap);
+		}
+	}
+	s->held[s->nheld].seq = seq;
+	s->held[s->nheld].ob_min = ob_min;
+	s->held[s->nheld].tk_min = tk_min;
+	s->nheld++;
+}
+
+int store_held_settle(struct store *s)
+{
+	int head = s->held_head;
+	while (s->held_head < s->nheld && s->held[s->held_head].seq <= s->durable_seq)
+		s->held_head++;
+	return s->held_head != head;
+}
+
+/* The oldest held commit's rows of a kind are the smallest: commits run one after the other
+ * on this connection, and a new outbox id or task seq is above every one before it (no row of
+ * either is deleted), so each commit's are above every earlier commit's. A held commit may
+ * have written one kind only (0 for the other); a handful are held at a time. */
+int64_t store_outbox_gate(const struct store *s)
+{
+	for (int i = s->held_head; i < s->nheld; i++)
+		if (s->held[i].ob_min)
+			return s->held[i].ob_min;
+	return INT64_MAX;
+}
+
+int64_t store_create_gate(const struct store *s)
+{
+	for (int i = s->held_head; i < s->nheld; i++)
+		if (s->held[i].tk_min)
+			return s->held[i].tk_min;
+	return INT64_MAX;
+}
+
