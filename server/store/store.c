@@ -96,20 +96,20 @@ sqlite3_stmt *store_prepare_kept(struct store *s, const char *sql)
 
 sqlite3_stmt *store_stmt(struct store *s, const char *sql)
 {
-	for (int i = 0; i < s->ncache; i++) {
-		if (s->cache[i].sql == sql) {
-			sqlite3_reset(s->cache[i].stmt);
-			sqlite3_clear_bindings(s->cache[i].stmt);
-			return s->cache[i].stmt;
+	for (int i = 0; i < s->stmts.n; i++) {
+		if (s->stmts.cache[i].sql == sql) {
+			sqlite3_reset(s->stmts.cache[i].stmt);
+			sqlite3_clear_bindings(s->stmts.cache[i].stmt);
+			return s->stmts.cache[i].stmt;
 		}
 	}
 	sqlite3_stmt *st = store_prepare_kept(s, sql);
 	if (!st)
 		return NULL;
-	if (s->ncache < STORE_STMT_CACHE) {
-		s->cache[s->ncache].sql = sql;
-		s->cache[s->ncache].stmt = st;
-		s->ncache++;
+	if (s->stmts.n < STORE_STMT_CACHE) {
+		s->stmts.cache[s->stmts.n].sql = sql;
+		s->stmts.cache[s->stmts.n].stmt = st;
+		s->stmts.n++;
 	} else {
 		/* A full cache is a programming error (more statements than slots). */
 		log_error("store", "stmt_cache_full", "limit=%d", STORE_STMT_CACHE);
@@ -238,25 +238,17 @@ int store_open_ex(struct store **out, const char *path, int open_busy_ms, int bu
 		store_close(s);
 		return GWB_EDB;
 	}
-	if ((rc = store_ids_open(s))) {
-		snprintf(err, errlen, "%s: cannot read the task ids: %s", path, store_errmsg(s));
-		store_close(s);
-		return rc;
-	}
-	if ((rc = store_task_state_counts(s, s->counts))) {
-		snprintf(err, errlen, "%s: cannot count the tasks: %s", path, store_errmsg(s));
-		store_close(s);
-		return rc;
-	}
-	if ((rc = store_outbox_low_find(s))) {
-		snprintf(err, errlen, "%s: cannot read the outbox: %s", path, store_errmsg(s));
-		store_close(s);
-		return rc;
+	/* The parts read what they keep in memory from the file (store_open_parts). */
+	for (const struct store_open_hooks *p = store_open_parts; p->open || p->close; p++) {
+		if (p->open && (rc = p->open(s))) {
+			snprintf(err, errlen, "%s: %s: %s", path, p->what, store_errmsg(s));
+			store_close(s);
+			return rc;
+		}
 	}
 	/* From here on the connection never sleeps for a lock (0: no busy handler) unless the
 	 * caller asked for it: SQLITE_BUSY comes back at once as GWB_EBUSY. */
 	sqlite3_busy_timeout(s->db, busy_ms);
-	store_outbox_hook(s);
 	*out = s;
 	return 0;
 }
@@ -265,18 +257,12 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
-	store_sync_stop(s);
-	store_ckpt_stop(s);
-	for (int i = 0; i < s->ncache; i++)
-		sqlite3_finalize(s->cache[i].stmt);
-	for (int t = 0; t < STORE_ROWS_TABLES; t++)
-		for (int n = 0; n <= STORE_ROWS_MAX; n++)
-			sqlite3_finalize(s->rows_st[t][n]);
+	for (const struct store_open_hooks *p = store_open_parts; p->open || p->close; p++)
+		if (p->close)
+			p->close(s);
+	for (int i = 0; i < s->stmts.n; i++)
+		sqlite3_finalize(s->stmts.cache[i].stmt);
 	sqlite3_close(s->db);
-	jw_free(&s->submit_detail);
-	gwb_free(s->new_rows);
-	gwb_free(s->held);
-	gwb_free(s->ic_fetched);
 	gwb_free(s);
 }
 

@@ -112,7 +112,7 @@ static int ckpt_open(struct store *s, struct store_ckpt *ck)
 
 int store_ckpt_start(struct store *s)
 {
-	if (s->ckpt)
+	if (s->ckpt.thread)
 		return 0;
 	struct store_ckpt *ck = gwb_calloc(1, sizeof *ck);
 	ck->req[0] = ck->req[1] = ck->res[0] = ck->res[1] = -1;
@@ -129,13 +129,13 @@ int store_ckpt_start(struct store *s)
 		ckpt_free(ck);
 		return GWB_EIO;
 	}
-	s->ckpt = ck;
+	s->ckpt.thread = ck;
 	return 0;
 }
 
 void store_ckpt_stop(struct store *s)
 {
-	struct store_ckpt *ck = s->ckpt;
+	struct store_ckpt *ck = s->ckpt.thread;
 	if (!ck)
 		return;
 	close(ck->req[1]);
@@ -143,22 +143,22 @@ void store_ckpt_stop(struct store *s)
 	pthread_join(ck->thread, NULL); /* after the checkpoint it may be running */
 	store_ckpt_done(s, NULL, 0);
 	ckpt_free(ck);
-	s->ckpt = NULL;
+	s->ckpt.thread = NULL;
 }
 
 int store_ckpt_fd(const struct store *s)
 {
-	return s->ckpt ? s->ckpt->res[0] : -1;
+	return s->ckpt.thread ? s->ckpt.thread->res[0] : -1;
 }
 
 int store_ckpt_running(const struct store *s)
 {
-	return s->ckpt && s->ckpt->busy;
+	return s->ckpt.thread && s->ckpt.thread->busy;
 }
 
 int store_checkpoint_later(struct store *s)
 {
-	struct store_ckpt *ck = s->ckpt;
+	struct store_ckpt *ck = s->ckpt.thread;
 	if (!ck)
 		return store_checkpoint(s, 0);
 	if (ck->busy)
@@ -176,7 +176,7 @@ int store_checkpoint_later(struct store *s)
 
 int store_ckpt_done(struct store *s, char *msg, size_t len)
 {
-	struct store_ckpt *ck = s->ckpt;
+	struct store_ckpt *ck = s->ckpt.thread;
 	int last = 0;
 	if (msg && len)
 		msg[0] = '\0';
@@ -200,8 +200,8 @@ int store_ckpt_done(struct store *s, char *msg, size_t len)
 
 void store_ckpt_stats(const struct store *s, int64_t *count, double *seconds)
 {
-	*count = s->ckpt ? s->ckpt->count : 0;
-	*seconds = s->ckpt ? (double)s->ckpt->us_total / 1e6 : 0;
+	*count = s->ckpt.thread ? s->ckpt.thread->count : 0;
+	*seconds = s->ckpt.thread ? (double)s->ckpt.thread->us_total / 1e6 : 0;
 }
 
 /* The connection's WAL hook: called after each commit with the WAL's size in pages. It
@@ -211,16 +211,16 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
 	(void)db;
 	(void)name;
 	struct store *s = arg;
-	s->wal_pages = pages;
-	s->wal_wrote = 1; /* called only for a commit that wrote frames */
+	s->ckpt.wal_pages = pages;
+	s->ckpt.wal_wrote = 1; /* called only for a commit that wrote frames */
 	return SQLITE_OK;
 }
 
 int store_checkpoint_counted(struct store *s, int rc, int log, int done, int truncate)
 {
-	s->checkpoints++;
+	s->ckpt.runs++;
 	if (rc == SQLITE_BUSY || (rc == SQLITE_OK && done < log)) {
-		s->checkpoint_busy++;
+		s->ckpt.runs_busy++;
 		return GWB_EBUSY;
 	}
 	if (rc != SQLITE_OK) {
@@ -228,12 +228,12 @@ int store_checkpoint_counted(struct store *s, int rc, int log, int done, int tru
 		 * set and clear that, and the frames wait in the WAL for the next try. */
 		if (store_fault_kind_of(rc) == STORE_FAULT_NONE)
 			return GWB_EDB;
-		s->checkpoint_failed++;
+		s->ckpt.runs_failed++;
 		return GWB_EUNAVAIL;
 	}
 	/* Every frame is in the database now: the next commit starts the WAL over (TRUNCATE has
 	 * emptied the file as well). */
-	s->wal_pages = truncate ? 0 : s->wal_pages;
+	s->ckpt.wal_pages = truncate ? 0 : s->ckpt.wal_pages;
 	return 0;
 }
 
@@ -245,7 +245,7 @@ int store_checkpoint(struct store *s, int truncate)
 					   truncate ? SQLITE_CHECKPOINT_TRUNCATE
 						    : SQLITE_CHECKPOINT_PASSIVE,
 					   &log, &done);
-	s->ckpt_loop_us += clock_mono_us() - t0;
+	s->ckpt.loop_us += clock_mono_us() - t0;
 	return store_checkpoint_counted(s, rc, log, done, truncate);
 }
 
@@ -266,25 +266,25 @@ void store_wal_bound(struct store *s)
 {
 	if (store_ckpt_running(s))
 		return;
-	if (s->wal_pages < s->ckpt_asked_pages)
-		s->ckpt_asked_pages = 0; /* the WAL started over */
-	int64_t step = s->wal_max_bytes / 8 < CKPT_STEP_BYTES ? s->wal_max_bytes / 8
+	if (s->ckpt.wal_pages < s->ckpt.asked_pages)
+		s->ckpt.asked_pages = 0; /* the WAL started over */
+	int64_t step = s->ckpt.wal_max_bytes / 8 < CKPT_STEP_BYTES ? s->ckpt.wal_max_bytes / 8
 							       : CKPT_STEP_BYTES;
-	if (s->wal_pages * s->page_size > s->wal_max_bytes)
+	if (s->ckpt.wal_pages * s->ckpt.page_size > s->ckpt.wal_max_bytes)
 		store_checkpoint(s, 0);
-	else if (s->ckpt && (s->wal_pages - s->ckpt_asked_pages) * s->page_size > step &&
+	else if (s->ckpt.thread && (s->ckpt.wal_pages - s->ckpt.asked_pages) * s->ckpt.page_size > step &&
 		 store_checkpoint_later(s) == 0)
-		s->ckpt_asked_pages = s->wal_pages;
+		s->ckpt.asked_pages = s->ckpt.wal_pages;
 }
 
 void store_wal_stats(struct store *s, struct store_wal_stats *out)
 {
-	out->wal_bytes = s->wal_pages * s->page_size;
-	out->wal_max_bytes = s->wal_max_bytes;
-	out->checkpoints = s->checkpoints;
-	out->checkpoints_busy = s->checkpoint_busy;
-	out->checkpoints_failed = s->checkpoint_failed;
-	out->loop_seconds = (double)s->ckpt_loop_us / 1e6;
+	out->wal_bytes = s->ckpt.wal_pages * s->ckpt.page_size;
+	out->wal_max_bytes = s->ckpt.wal_max_bytes;
+	out->checkpoints = s->ckpt.runs;
+	out->checkpoints_busy = s->ckpt.runs_busy;
+	out->checkpoints_failed = s->ckpt.runs_failed;
+	out->loop_seconds = (double)s->ckpt.loop_us / 1e6;
 	store_ckpt_stats(s, &out->checkpoints_thread, &out->thread_seconds);
 }
 
@@ -307,9 +307,9 @@ int store_wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t er
 		sqlite3_finalize(st);
 		return GWB_EDB;
 	}
-	s->page_size = sqlite3_column_int(st, 0);
+	s->ckpt.page_size = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
-	s->wal_max_bytes = wal_max_bytes;
+	s->ckpt.wal_max_bytes = wal_max_bytes;
 	sqlite3_wal_hook(s->db, on_wal, s);
 	return 0;
 }

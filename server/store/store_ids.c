@@ -38,7 +38,7 @@ int store_ids_open(struct store *s)
 		return GWB_EDB;
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
-		s->has_legacy = sqlite3_column_int(st, 0);
+		s->ids.has_legacy = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
 	return rc == SQLITE_ROW ? 0 : GWB_EDB;
 }
@@ -129,16 +129,21 @@ static int legacy_taken(struct store *s, int64_t seq)
 }
 
 
+void store_ids_forget(struct store *s)
+{
+	s->ids.next_seq = 0;
+}
+
 /* Reads next_seq when it is not known: one more than every task seq and outbox id. */
 static int next_seq_read(struct store *s)
 {
-	if (s->next_seq)
+	if (s->ids.next_seq)
 		return 0;
 	int rc = store_one_int(store_stmt(s, "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM "
 					     "tasks), (SELECT COALESCE(MAX(id), 0) FROM outbox)) + 1"),
-			       &s->next_seq);
-	if (rc || !s->next_seq) {
-		s->next_seq = 0;
+			       &s->ids.next_seq);
+	if (rc || !s->ids.next_seq) {
+		s->ids.next_seq = 0;
 		return GWB_EDB;
 	}
 	return 0;
@@ -149,9 +154,9 @@ int store_intent_id_new(struct store *s, int64_t *id)
 	int rc = next_seq_read(s);
 	if (rc)
 		return rc;
-	if (s->next_seq >= STORE_TASK_SEQ_END)
+	if (s->ids.next_seq >= STORE_TASK_SEQ_END)
 		return GWB_EDB;
-	*id = s->next_seq++;
+	*id = s->ids.next_seq++;
 	return 0;
 }
 
@@ -167,18 +172,18 @@ int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq)
 	 * seqs only grow and none is handed out twice. */
 	uint64_t ms = (uint64_t)now_ms & ((UINT64_C(1) << 40) - 1);
 	int64_t v = (int64_t)(ms << 20 | (id_random_next() & 0xfffff));
-	if (v < s->next_seq)
-		v = s->next_seq;
+	if (v < s->ids.next_seq)
+		v = s->ids.next_seq;
 	/* Nor the id of a task made before schema 13 (the lookup would find that one first). */
 	int taken;
-	while (s->has_legacy && (taken = legacy_taken(s, v)) != 0) {
+	while (s->ids.has_legacy && (taken = legacy_taken(s, v)) != 0) {
 		if (taken < 0)
 			return GWB_EDB;
 		v++;
 	}
 	if (v >= STORE_TASK_SEQ_END)
 		return GWB_EDB; /* 2^60 tasks: never */
-	s->next_seq = v + 1;
+	s->ids.next_seq = v + 1;
 	*seq = v;
 	return 0;
 }

@@ -10,139 +10,55 @@
 #include "lib/jsonw.h"
 #include "server/store/store.h"
 
+#include "server/store/store_batch.h"
+#include "server/store/store_ckpt.h"
+#include "server/store/store_counts.h"
+#include "server/store/store_ids.h"
+#include "server/store/store_outbox.h"
+#include "server/store/store_sync.h"
+#include "server/store/store_teams.h"
+
 #define STORE_STMT_CACHE 128
-/* Team tokens remembered by store_team_by_token (direct-mapped by the hash's first byte). */
-#define STORE_TOKEN_CACHE 64
-/* How long a remembered token is trusted after the read that found it: a change this
- * connection makes empties the cache at once; this bounds how long a change written by
- * another process (another server on the same file) can go unseen. */
-#define STORE_TOKEN_TTL_MS 1000
 
-/* A batch's new tasks are inserted STORE_ROWS_MAX at most per statement, into two tables. */
-#define STORE_ROWS_MAX 32
-enum { STORE_ROWS_TASKS, STORE_ROWS_EVENTS, STORE_ROWS_TABLES };
-
+/* The connection and its parts, each owned by the file its header names: a file touches its
+ * own part, and the core (store.c, store_batch.c) calls the others through functions and
+ * hooks. */
 struct store {
-	/* The detail of a submission's event, written into this one buffer every time. */
-	struct jw submit_detail;
 	sqlite3 *db;
-	struct {
-		const char *sql; /* static string: the cache key is its address */
-		sqlite3_stmt *stmt;
-	} cache[STORE_STMT_CACHE];
-	int ncache;
-	/* Tokens found in the teams table, so that a request authenticates without a read
-	 * transaction: the SHA-256 (never the token), its team, and the monotonic time of the
-	 * read (0: the slot is empty). */
-	struct store_token {
-		unsigned char hash[32];
-		char team[64];
-		int64_t read_ms;
-	} tokens[STORE_TOKEN_CACHE];
-	/* The outbox insert watcher (store_outbox_watch): the connection's only update hook. */
-	store_outbox_fn outbox_fn;
-	void *outbox_arg;
-	/* Group commit (store_batch_begin): 1 while a batch's transaction is open, so each
-	 * decision runs in its own SAVEPOINT instead of its own transaction. */
-	int in_batch;
-	/* An optimistic batch (store_batch_begin_optimistic): its decisions run without a
-	 * SAVEPOINT each. unit_changes is the connection's change count when the current
-	 * decision began; spoiled is set when a decision that wrote something had to be undone,
-	 * which only a SAVEPOINT could have done. */
-	int batch_optimistic, batch_spoiled;
-	int64_t unit_changes;
-	/* An optimistic batch's new tasks, inserted once its decisions are made
-	 * (store_batch_write) with one INSERT of many rows per table, their events too: the
-	 * rows are the deciders' (store_task_submit_row), with seqs given from next_seq (0: not
-	 * read in this batch). unit_rows is their count when the current
-	 * decision began; write_rc the error of their insert, which the COMMIT then returns. */
-	struct task **new_rows;
-	int nrows, rows_cap, unit_rows;
-	int64_t next_seq;
-	/* The batch's multi-row INSERTs, by table and number of rows (store_tasks.c). */
-	sqlite3_stmt *rows_st[STORE_ROWS_TABLES][STORE_ROWS_MAX + 1];
-	/* task_legacy_ids has rows: a new seq's id is checked against them. */
-	int has_legacy;
-	int write_rc;
-	/* The WAL as the wal hook last saw it (pages), and what bounds it. */
-	int64_t wal_pages;
-	int page_size;
-	int64_t wal_max_bytes;
-	int64_t checkpoints, checkpoint_busy; /* checkpoints run; those that could not finish */
-	int64_t checkpoint_failed;           /* of which the storage refused */
-	int64_t ckpt_loop_us;                /* time store_checkpoint took */
-	/* Tasks by state, kept in memory for /metrics (counted from the table at open); the
-	 * moves of the open transaction wait in count_pend until its COMMIT. */
-	int64_t counts[TASK_NSTATES];
-	int64_t count_pend[TASK_NSTATES];
-	int64_t count_sp[TASK_NSTATES]; /* count_pend when the batch's current unit began */
-	/* State changes by (from, to) since the store was opened, kept like the counts; the row
-	 * TASK_NSTATES stands for "none" (a submission creating the task). */
-	int64_t trans[TASK_NSTATES + 1][TASK_NSTATES];
-	int64_t trans_pend[TASK_NSTATES + 1][TASK_NSTATES];
-	int64_t trans_sp[TASK_NSTATES + 1][TASK_NSTATES];
+	/* The prepared statements (store_stmt), by the address of their SQL. */
+	struct store_stmts {
+		struct {
+			const char *sql; /* static string: the cache key is its address */
+			sqlite3_stmt *stmt;
+		} cache[STORE_STMT_CACHE];
+		int n;
+	} stmts;
 	/* The storage fault the last write met (store_fault_get); cleared by the next commit
-	 * that stored a change. */
+	 * that stored a change. changes_at_begin: sqlite3_total_changes64 when the transaction
+	 * began. */
 	struct store_fault fault;
-	int64_t changes_at_begin; /* sqlite3_total_changes64 when the transaction began */
-	/* Inside a batch: the error that made SQLite roll the batch's whole transaction back
-	 * (a full disk or an I/O error can), 0 while it is open. Once set, every later unit of
-	 * the batch fails with it and the batch's commit returns it: no unit may run outside
-	 * the batch's transaction, where its RELEASE would be a commit of its own. */
-	int batch_lost;
-	/* Durability (server/store/store_sync.c). commit_seq counts the commits; durable_seq is the
-	 * last one known to be on the disk: a commit with synchronous=FULL makes every commit
-	 * up to it durable, a batch committed by store_batch_commit_later waits for the sync
-	 * thread. sync is NULL until store_sync_start. */
-	struct store_sync *sync;
-	struct store_ckpt *ckpt; /* the checkpoint thread (store_ckpt.c), NULL until started */
-	int64_t ckpt_asked_pages; /* wal_pages when the thread was last asked (store_wal_bound) */
-	uint64_t commit_seq, durable_seq;
-	uint64_t sync_error_upto; /* commits up to it were covered by a sync that failed */
-	int batch_later;          /* the open batch is store_batch_begin_later's */
-	int wal_wrote;            /* the last COMMIT wrote WAL frames (the WAL hook ran) */
-	/* The smallest outbox row id and the smallest task seq written by the open transaction
-	 * (the update hook), 0 for none. */
-	int64_t ob_txn_min, tk_txn_min;
-	/* The commits not yet durable that wrote outbox rows or new tasks (each its own create
-	 * intent), oldest first, each with its smallest row id and seq (0: none): the relay sees
-	 * no row from the oldest one's on (store_outbox_gate, store_create_gate). Entries
-	 * [held_head, nheld) are live; store_held_push and store_held_settle. */
-	struct store_held {
-		uint64_t seq;
-		int64_t ob_min, tk_min;
-	} *held;
-	int nheld, held_head, held_cap;
-	/* Every outbox row with a smaller id is published (store_outbox.c): the relay's reads
-	 * start from it. */
-	int64_t ob_low;
-	/* Every task with a seq at or below it has had its create intent published (or, for
-	 * the tasks made before migration 15, written to the outbox): intent_cursor's row, read
-	 * at open and moved by each publication's commit. A task above it is its own create
-	 * intent, whose id is its seq (store_outbox.c). */
-	int64_t ic_cursor;
-	/* The create intents the relay's last read handed out, in seq order: the first of them
-	 * are the tasks right above ic_cursor (store_outbox_published moves it over those). */
-	int64_t *ic_fetched;
-	int ic_nfetched, ic_cap;
-	/* The intents not published (outbox rows and tasks above ic_cursor), counted at open
-	 * and kept since: the rows the update hook saw inserted and the publications wait in
-	 * ob_unpub_pend until their COMMIT, as the task counts do (ob_unpub_sp: when the batch's
-	 * unit began). */
-	int64_t ob_unpub, ob_unpub_pend, ob_unpub_sp;
-	/* A batch's team (store_tasks.c): the totals of the team its last submission was for,
-	 * as read from the row, and what the batch's submissions have reserved for it since,
-	 * written with one UPDATE when the batch commits or moves to another team, not one per
-	 * submission. stale: another statement wrote the teams table since the read (the
-	 * update hook), so the next submission reads the row again (without the additions,
-	 * which are not written yet). tp_sp: tp when the batch's current unit began. */
-	struct store_team_pend {
-		char team[64];
-		int64_t quota_mem, quota_core, reserved_mem, reserved_core;
-		int64_t add_mem, add_core, updated_at;
-		int read, stale;
-	} tp, tp_sp;
+	int64_t changes_at_begin;
+	struct store_batch batch;       /* store_batch.c */
+	struct store_rows rows;         /* store_tasks.c (store_batch_write) */
+	struct store_counters counters; /* store_counts.c */
+	struct store_ids ids;           /* store_ids.c */
+	struct store_ckpt_part ckpt;    /* store_ckpt.c */
+	struct store_sync_part sync;    /* store_sync.c */
+	struct store_gate gate;         /* store_sync.c */
+	struct store_outbox_part outbox; /* store_outbox.c */
+	struct store_teams teams;       /* store_teams.c, store_tasks.c */
 };
+
+/* A part's steps when the store opens (after the migrations and the pragmas) and closes
+ * (before the connection does), in the order of store_open_parts (store_parts.c). open: 0, or
+ * an error that fails the open, reported as what and SQLite's message. Either may be NULL. */
+struct store_open_hooks {
+	int (*open)(struct store *s);
+	const char *what;
+	void (*close)(struct store *s);
+};
+/* Ended by an entry without open and close. */
+extern const struct store_open_hooks store_open_parts[];
 
 /* Runs sql (no rows expected) on the connection: 0 or store_rc_err's error. */
 int store_exec(struct store *s, const char *sql);
@@ -155,23 +71,11 @@ void store_fault_clear(struct store *s);
 /* Runs the migrations the file has not had, in one transaction: 0, or an error with the
  * reason in err (store_schema.c). */
 int store_schema_migrate(struct store *s, char *err, size_t errlen);
-/* The connection's WAL settings and hook, with wal_max_bytes its bound (store_ckpt.c): 0, or
- * GWB_EDB with the reason in err. */
-int store_wal_setup(struct store *s, int64_t wal_max_bytes, char *err, size_t errlen);
-/* Ends the open transaction's counter moves: applied when it committed (apply 1), dropped
- * when it rolled back. */
-void store_counts_settle(struct store *s, int apply);
-/* Registers the gwb_task_seq SQL function on the connection (before the migrations): 0 or
- * GWB_EDB. */
-int store_ids_setup(struct store *s);
-/* Reads whether task_legacy_ids has any row (a file made before schema 13 with tasks in it):
- * 0 or GWB_EDB. */
-int store_ids_open(struct store *s);
 
 /* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on and new
  * tasks from seq tk_min on (0: none of that kind). */
 void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min);
-/* Forgets the held commits up to s->durable_seq: 1 when it forgot any (the relay may have
+/* Forgets the held commits up to s->sync.durable_seq: 1 when it forgot any (the relay may have
  * rows to publish now), 0 otherwise. */
 int store_held_settle(struct store *s);
 /* The smaller of two row ids, 0 standing for none. */
@@ -183,9 +87,6 @@ static inline int64_t store_min_id(int64_t a, int64_t b)
 /* Starts one of the store's threads (the sync thread, the checkpoint thread) with every
  * signal blocked, so that signals stay the loop's, and names it: pthread_create's result. */
 int store_thread_start(pthread_t *t, const char *name, void *(*fn)(void *), void *arg);
-/* Counts a checkpoint's outcome (SQLite's rc, the WAL's frames, those copied) and returns
- * it as store_checkpoint does. */
-int store_checkpoint_counted(struct store *s, int rc, int log, int done, int truncate);
 /* Marks every commit so far durable (a FULL commit, or a sync that covered them all). */
 void store_durable_all(struct store *s);
 /* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */

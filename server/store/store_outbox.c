@@ -37,27 +37,27 @@ static int low_from(struct store *s, int64_t from, int64_t *low)
 
 int store_outbox_low_find(struct store *s)
 {
-	int rc = low_from(s, 0, &s->ob_low);
+	int rc = low_from(s, 0, &s->outbox.low);
 	if (rc)
 		return rc;
 	if ((rc = store_one_int(store_stmt(s, "SELECT create_seq FROM intent_cursor"),
-				&s->ic_cursor)))
+				&s->outbox.ic_cursor)))
 		return rc;
 	int64_t outbox = 0, creates = 0;
 	sqlite3_stmt *st = store_stmt(s, "SELECT count(*) FROM outbox WHERE id >= ? AND "
 					 "published_at IS NULL");
 	if (st)
-		sqlite3_bind_int64(st, 1, s->ob_low);
+		sqlite3_bind_int64(st, 1, s->outbox.low);
 	if ((rc = store_one_int(st, &outbox)))
 		return rc;
 	st = store_stmt(s, "SELECT count(*) FROM tasks WHERE seq > ?");
 	if (st)
-		sqlite3_bind_int64(st, 1, s->ic_cursor);
+		sqlite3_bind_int64(st, 1, s->outbox.ic_cursor);
 	if ((rc = store_one_int(st, &creates)))
 		return rc;
-	s->ob_unpub = outbox + creates;
-	s->ob_unpub_pend = s->ob_unpub_sp = 0;
-	s->ic_nfetched = 0;
+	s->counters.unpub = outbox + creates;
+	s->counters.unpub_pend = s->counters.unpub_sp = 0;
+	s->outbox.ic_nfetched = 0;
 	return 0;
 }
 
@@ -92,7 +92,7 @@ static int intents_read(struct store *s, sqlite3_stmt *st, struct q_intent *out,
 		copy_col(st, 12, in->qos, sizeof in->qos);
 		copy_col(st, 13, in->experiment, sizeof in->experiment);
 		if (creates)
-			s->ic_fetched[s->ic_nfetched++] = in->id;
+			s->outbox.ic_fetched[s->outbox.ic_nfetched++] = in->id;
 	}
 	sqlite3_reset(st);
 	return n < max && rc != SQLITE_DONE ? GWB_EDB : n;
@@ -102,7 +102,7 @@ static int intents_read(struct store *s, sqlite3_stmt *st, struct q_intent *out,
  * (their seq the id); each one's seq noted in ic_fetched. The count, or GWB_EDB. */
 static int creates_read(struct store *s, struct q_intent *out, int max)
 {
-	s->ic_nfetched = 0;
+	s->outbox.ic_nfetched = 0;
 	if (max <= 0)
 		return 0;
 	sqlite3_stmt *st = store_stmt(
@@ -110,16 +110,16 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 		   " FROM tasks t WHERE t.seq > ? AND t.seq < ? ORDER BY t.seq LIMIT ?");
 	if (!st)
 		return GWB_EDB;
-	sqlite3_bind_int64(st, 1, s->ic_cursor);
+	sqlite3_bind_int64(st, 1, s->outbox.ic_cursor);
 	sqlite3_bind_int64(st, 2, store_create_gate(s));
 	sqlite3_bind_int(st, 3, max);
-	if (s->ic_cap < max) {
-		s->ic_fetched = gwb_realloc(s->ic_fetched, sizeof *s->ic_fetched * (size_t)max);
-		s->ic_cap = max;
+	if (s->outbox.ic_cap < max) {
+		s->outbox.ic_fetched = gwb_realloc(s->outbox.ic_fetched, sizeof *s->outbox.ic_fetched * (size_t)max);
+		s->outbox.ic_cap = max;
 	}
 	int n = intents_read(s, st, out, max, 1);
 	if (n < 0)
-		s->ic_nfetched = 0;
+		s->outbox.ic_nfetched = 0;
 	return n;
 }
 
@@ -136,7 +136,7 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 		   "o.published_at IS NULL ORDER BY o.id LIMIT ?");
 	if (!st)
 		return GWB_EDB;
-	sqlite3_bind_int64(st, 1, s->ob_low);
+	sqlite3_bind_int64(st, 1, s->outbox.low);
 	/* Rows of commits not yet durable wait (server/store/store_sync.c). */
 	sqlite3_bind_int64(st, 2, store_outbox_gate(s));
 	sqlite3_bind_int(st, 3, max);
@@ -150,15 +150,15 @@ int store_outbox_unpublished(struct store *s, struct q_intent *out, int max)
 /* Whether id is one of the creates the last read handed out (ic_fetched is in seq order). */
 static int fetched_create(const struct store *s, int64_t id)
 {
-	int lo = 0, hi = s->ic_nfetched;
+	int lo = 0, hi = s->outbox.ic_nfetched;
 	while (lo < hi) {
 		int mid = lo + (hi - lo) / 2;
-		if (s->ic_fetched[mid] < id)
+		if (s->outbox.ic_fetched[mid] < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < s->ic_nfetched && s->ic_fetched[lo] == id;
+	return lo < s->outbox.ic_nfetched && s->outbox.ic_fetched[lo] == id;
 }
 
 /* How many of the last read's creates, from the first on, are among ids (the relay's
@@ -168,8 +168,8 @@ static int fetched_create(const struct store *s, int64_t id)
 static int creates_done(const struct store *s, const int64_t *ids, int n)
 {
 	int k = 0;
-	for (int i = 0; i < n && k < s->ic_nfetched; i++) {
-		if (ids[i] == s->ic_fetched[k])
+	for (int i = 0; i < n && k < s->outbox.ic_nfetched; i++) {
+		if (ids[i] == s->outbox.ic_fetched[k])
 			k++;
 		else if (fetched_create(s, ids[i]))
 			break; /* ic_fetched[k] was not published */
@@ -190,12 +190,12 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 			store_rollback(s);
 			return GWB_EDB;
 		}
-		sqlite3_bind_int64(st, 1, s->ic_fetched[done - 1]);
+		sqlite3_bind_int64(st, 1, s->outbox.ic_fetched[done - 1]);
 		if ((rc = store_step_done(s, st))) {
 			store_rollback(s);
 			return rc;
 		}
-		s->ob_unpub_pend -= done;
+		s->counters.unpub_pend -= done;
 	}
 	for (int i = 0; i < n; i++) {
 		if (fetched_create(s, ids[i]))
@@ -211,7 +211,7 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 		sqlite3_bind_int64(st, 3, ids[i]);
 		if ((rc = store_step_done(s, st)))
 			break;
-		s->ob_unpub_pend -= sqlite3_changes(s->db); /* 0 when it was published already */
+		s->counters.unpub_pend -= sqlite3_changes(s->db); /* 0 when it was published already */
 	}
 	if (rc) {
 		store_rollback(s);
@@ -220,17 +220,17 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 	if ((rc = store_commit(s)))
 		return rc;
 	if (done) {
-		s->ic_cursor = s->ic_fetched[done - 1];
-		s->ic_nfetched -= done;
-		memmove(s->ic_fetched, s->ic_fetched + done,
-			sizeof *s->ic_fetched * (size_t)s->ic_nfetched);
+		s->outbox.ic_cursor = s->outbox.ic_fetched[done - 1];
+		s->outbox.ic_nfetched -= done;
+		memmove(s->outbox.ic_fetched, s->outbox.ic_fetched + done,
+			sizeof *s->outbox.ic_fetched * (size_t)s->outbox.ic_nfetched);
 	}
 	/* Committed: the first unpublished row moves on past those published. Read from the
 	 * file after the commit, so a row is never passed over that is not published there. A
 	 * failed read leaves it where it was, which only makes the next reads longer. */
 	int64_t low;
-	if (low_from(s, s->ob_low, &low) == 0)
-		s->ob_low = low;
+	if (low_from(s, s->outbox.low, &low) == 0)
+		s->outbox.low = low;
 	return 0;
 }
 
@@ -238,7 +238,7 @@ int store_outbox_unpublished_count(struct store *s, int64_t *n)
 {
 	/* From memory: /metrics and /readyz would otherwise count, on the loop, every intent a
 	 * long Redis outage left unpublished. */
-	*n = s->ob_unpub;
+	*n = s->counters.unpub;
 	return 0;
 }
 
@@ -252,20 +252,20 @@ static void on_update(void *arg, int op, const char *dbname, const char *table, 
 	(void)dbname;
 	struct store *s = arg;
 	if (strcmp(table, "teams") == 0) {
-		s->tp.stale = 1; /* a batch's team row is read again (store_tasks.c) */
+		s->teams.pend.stale = 1; /* a batch's team row is read again (store_tasks.c) */
 		return;
 	}
 	if (op != SQLITE_INSERT)
 		return;
 	if (strcmp(table, "tasks") == 0)
-		s->tk_txn_min = store_min_id(s->tk_txn_min, row);
+		s->gate.tk_txn_min = store_min_id(s->gate.tk_txn_min, row);
 	else if (strcmp(table, "outbox") == 0)
-		s->ob_txn_min = store_min_id(s->ob_txn_min, row);
+		s->gate.ob_txn_min = store_min_id(s->gate.ob_txn_min, row);
 	else
 		return;
-	s->ob_unpub_pend++; /* a new intent is not published */
-	if (s->outbox_fn)
-		s->outbox_fn(s->outbox_arg);
+	s->counters.unpub_pend++; /* a new intent is not published */
+	if (s->outbox.fn)
+		s->outbox.fn(s->outbox.arg);
 }
 
 void store_outbox_hook(struct store *s)
@@ -275,8 +275,8 @@ void store_outbox_hook(struct store *s)
 
 void store_outbox_watch(struct store *s, store_outbox_fn fn, void *arg)
 {
-	s->outbox_fn = fn;
-	s->outbox_arg = arg;
+	s->outbox.fn = fn;
+	s->outbox.arg = arg;
 }
 
 /* ---- intent outcomes ---- */
@@ -436,8 +436,8 @@ static int cancel_writes(struct store *s, const char *id, enum task_state from, 
 		return rc;
 	/* Its id drawn above every task seq and outbox id: no create intent has it. */
 	int64_t intent;
-	if (!s->in_batch)
-		s->next_seq = 0; /* read again: a transaction of its own */
+	if (!s->batch.open)
+		s->ids.next_seq = 0; /* read again: a transaction of its own */
 	if ((rc = store_intent_id_new(s, &intent)))
 		return rc;
 	st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, created_at) "

@@ -179,7 +179,7 @@ static void pipes_close(struct store_sync *sy)
 
 int store_sync_start(struct store *s)
 {
-	if (s->sync)
+	if (s->sync.thread)
 		return 0;
 	const char *db = sqlite3_db_filename(s->db, "main");
 	const char *wal = db && db[0] ? sqlite3_filename_wal(db) : NULL;
@@ -214,13 +214,13 @@ int store_sync_start(struct store *s)
 		gwb_free(sy);
 		return GWB_EIO;
 	}
-	s->sync = sy;
+	s->sync.thread = sy;
 	return 0;
 }
 
 void store_sync_stop(struct store *s)
 {
-	struct store_sync *sy = s->sync;
+	struct store_sync *sy = s->sync.thread;
 	if (!sy)
 		return;
 	close(sy->req[1]);
@@ -228,12 +228,12 @@ void store_sync_stop(struct store *s)
 	pthread_join(sy->thread, NULL);
 	/* What is still waiting was committed: one last sync, here, makes it durable before
 	 * the owner answers it or closes. */
-	if (s->durable_seq < s->commit_seq) {
+	if (s->sync.durable_seq < s->sync.commit_seq) {
 		int err = wal_open(sy);
 		if (err == 0 && fdatasync(sy->wal_fd) < 0)
 			err = errno;
 		if (err) {
-			s->sync_error_upto = s->commit_seq;
+			s->sync.error_upto = s->sync.commit_seq;
 			log_error("store", "wal_sync_failed", "error=%s wal=%s",
 			          log_q(strerror(err)), log_q(sy->wal));
 		}
@@ -243,21 +243,21 @@ void store_sync_stop(struct store *s)
 		close(sy->wal_fd);
 	pipes_close(sy);
 	gwb_free(sy);
-	s->sync = NULL;
+	s->sync.thread = NULL;
 }
 
 int store_sync_fd(const struct store *s)
 {
-	return s->sync ? s->sync->res[0] : -1;
+	return s->sync.thread ? s->sync.thread->res[0] : -1;
 }
 
 /* Tells the thread that every commit so far waits for a sync, and wakes it if it sleeps. */
 static void sync_request(struct store *s)
 {
-	struct store_sync *sy = s->sync;
-	if (s->durable_seq >= s->commit_seq)
+	struct store_sync *sy = s->sync.thread;
+	if (s->sync.durable_seq >= s->sync.commit_seq)
 		return;
-	atomic_store(&sy->published, s->commit_seq);
+	atomic_store(&sy->published, s->sync.commit_seq);
 	if (atomic_exchange(&sy->parked, 0) != 1)
 		return; /* it runs, and will see the commit before it sleeps */
 	char c = 1;
@@ -274,7 +274,7 @@ static void sync_request(struct store *s)
 
 int store_sync_done(struct store *s)
 {
-	struct store_sync *sy = s->sync;
+	struct store_sync *sy = s->sync.thread;
 	if (!sy)
 		return 0;
 	int rc = 0;
@@ -292,17 +292,17 @@ int store_sync_done(struct store *s)
 			 * sync covered, and the next sync tries again. */
 			sy->failed++;
 			rc = GWB_EIO;
-			if (r.target > s->sync_error_upto)
-				s->sync_error_upto = r.target;
+			if (r.target > s->sync.error_upto)
+				s->sync.error_upto = r.target;
 			log_error("store", "wal_sync_failed", "error=%s wal=%s",
 			          log_q(strerror(r.err)), log_q(sy->wal));
 		}
-		if (r.target > s->durable_seq) {
-			sy->commits_synced += (int64_t)(r.target - s->durable_seq);
-			s->durable_seq = r.target;
+		if (r.target > s->sync.durable_seq) {
+			sy->commits_synced += (int64_t)(r.target - s->sync.durable_seq);
+			s->sync.durable_seq = r.target;
 		}
-		if (store_held_settle(s) && s->outbox_fn)
-			s->outbox_fn(s->outbox_arg); /* the relay: its rows may go now */
+		if (store_held_settle(s) && s->outbox.fn)
+			s->outbox.fn(s->outbox.arg); /* the relay: its rows may go now */
 	}
 	return rc;
 }
@@ -320,7 +320,7 @@ static int sync_later(struct store *s, int on)
 
 int store_batch_begin_later(struct store *s)
 {
-	if (!s->sync || s->in_batch)
+	if (!s->sync.thread || s->batch.open)
 		return store_batch_begin_optimistic(s);
 	/* Only this batch's COMMIT skips SQLite's own sync: every other one syncs again as soon
 	 * as the batch is closed (store_batch_later_end), before any other write. */
@@ -332,15 +332,15 @@ int store_batch_begin_later(struct store *s)
 		sync_later(s, 0);
 		return rc;
 	}
-	s->batch_later = 1;
+	s->sync.batch_later = 1;
 	return 0;
 }
 
 void store_batch_later_end(struct store *s, int committed)
 {
-	if (!s->batch_later)
+	if (!s->sync.batch_later)
 		return;
-	s->batch_later = 0;
+	s->sync.batch_later = 0;
 	if (sync_later(s, 0))
 		log_error("store", "sync_not_restored", "db=%s", log_q(store_errmsg(s)));
 	if (committed)
@@ -367,65 +367,70 @@ int store_synchronous(struct store *s)
 
 uint64_t store_commit_seq(const struct store *s)
 {
-	return s->commit_seq;
+	return s->sync.commit_seq;
 }
 
 uint64_t store_durable_seq(const struct store *s)
 {
-	return s->durable_seq;
+	return s->sync.durable_seq;
 }
 
 int store_sync_failed_upto(const struct store *s, uint64_t seq)
 {
-	return seq <= s->sync_error_upto;
+	return seq <= s->sync.error_upto;
 }
 
 void store_sync_stats(const struct store *s, struct store_sync_stats *out)
 {
 	memset(out, 0, sizeof *out);
-	if (!s->sync)
+	if (!s->sync.thread)
 		return;
-	out->syncs = s->sync->syncs;
-	out->failed = s->sync->failed;
-	out->commits = s->sync->commits_synced;
-	out->pending = (int64_t)(s->commit_seq - s->durable_seq);
-	out->seconds = (double)s->sync->us_total / 1e6;
+	out->syncs = s->sync.thread->syncs;
+	out->failed = s->sync.thread->failed;
+	out->commits = s->sync.thread->commits_synced;
+	out->pending = (int64_t)(s->sync.commit_seq - s->sync.durable_seq);
+	out->seconds = (double)s->sync.thread->us_total / 1e6;
 }
 
 void store_durable_all(struct store *s)
 {
-	s->durable_seq = s->commit_seq;
-	s->nheld = s->held_head = 0;
+	s->sync.durable_seq = s->sync.commit_seq;
+	s->gate.n = s->gate.head = 0;
 }
 
 void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min)
 {
-	if (s->held_head > 0 && s->held_head == s->nheld)
-		s->nheld = s->held_head = 0;
-	if (s->nheld == s->held_cap) {
+	if (s->gate.head > 0 && s->gate.head == s->gate.n)
+		s->gate.n = s->gate.head = 0;
+	if (s->gate.n == s->gate.cap) {
 		/* Room at the front first: the live entries move down. */
-		if (s->held_head > 0) {
-			memmove(s->held, s->held + s->held_head,
-				sizeof *s->held * (size_t)(s->nheld - s->held_head));
-			s->nheld -= s->held_head;
-			s->held_head = 0;
+		if (s->gate.head > 0) {
+			memmove(s->gate.held, s->gate.held + s->gate.head,
+				sizeof *s->gate.held * (size_t)(s->gate.n - s->gate.head));
+			s->gate.n -= s->gate.head;
+			s->gate.head = 0;
 		} else {
-			s->held_cap = s->held_cap ? s->held_cap * 2 : 64;
-			s->held = gwb_realloc(s->held, sizeof *s->held * (size_t)s->held_cap);
+			s->gate.cap = s->gate.cap ? s->gate.cap * 2 : 64;
+			s->gate.held = gwb_realloc(s->gate.held, sizeof *s->gate.held * (size_t)s->gate.cap);
 		}
 	}
-	s->held[s->nheld].seq = seq;
-	s->held[s->nheld].ob_min = ob_min;
-	s->held[s->nheld].tk_min = tk_min;
-	s->nheld++;
+	s->gate.held[s->gate.n].seq = seq;
+	s->gate.held[s->gate.n].ob_min = ob_min;
+	s->gate.held[s->gate.n].tk_min = tk_min;
+	s->gate.n++;
+}
+
+void store_gate_close(struct store *s)
+{
+	gwb_free(s->gate.held);
 }
 
 int store_held_settle(struct store *s)
 {
-	int head = s->held_head;
-	while (s->held_head < s->nheld && s->held[s->held_head].seq <= s->durable_seq)
-		s->held_head++;
-	return s->held_head != head;
+	int head = s->gate.head;
+	while (s->gate.head < s->gate.n && s->gate.held[s->gate.head].seq <= s->sync.durable_seq)
+		s->gate.head++;
+	return s->gate.head != head;
 }
 
 /* The oldest held commit's rows of a kind are the smallest: commits run one after the other
@@ -434,17 +439,17 @@ int store_held_settle(struct store *s)
  * have written one kind only (0 for the other); a handful are held at a time. */
 int64_t store_outbox_gate(const struct store *s)
 {
-	for (int i = s->held_head; i < s->nheld; i++)
-		if (s->held[i].ob_min)
-			return s->held[i].ob_min;
+	for (int i = s->gate.head; i < s->gate.n; i++)
+		if (s->gate.held[i].ob_min)
+			return s->gate.held[i].ob_min;
 	return INT64_MAX;
 }
 
 int64_t store_create_gate(const struct store *s)
 {
-	for (int i = s->held_head; i < s->nheld; i++)
-		if (s->held[i].tk_min)
-			return s->held[i].tk_min;
+	for (int i = s->gate.head; i < s->gate.n; i++)
+		if (s->gate.held[i].tk_min)
+			return s->gate.held[i].tk_min;
 	return INT64_MAX;
 }
 

@@ -77,7 +77,7 @@ int store_team_reserve(struct store *s, const char *team, int64_t mem, int64_t c
 
 int store_team_flush(struct store *s)
 {
-	struct store_team_pend *p = &s->tp;
+	struct store_team_pend *p = &s->teams.pend;
 	if (!p->read || (!p->add_mem && !p->add_core))
 		return 0;
 	int rc = store_team_reserve(s, p->team, p->add_mem, p->add_core, p->updated_at);
@@ -90,8 +90,8 @@ int store_team_flush(struct store *s)
 
 void store_team_forget(struct store *s)
 {
-	memset(&s->tp, 0, sizeof s->tp);
-	s->tp_sp = s->tp;
+	memset(&s->teams.pend, 0, sizeof s->teams.pend);
+	s->teams.pend_sp = s->teams.pend;
 }
 
 /* Reads the team's quota and reservation into res: inside a batch, what its row holds plus
@@ -100,7 +100,7 @@ void store_team_forget(struct store *s)
 static int team_totals(struct store *s, const char *team, struct submit_result *res)
 {
 	int64_t v[4];
-	if (!s->in_batch) {
+	if (!s->batch.open) {
 		int rc = team_select(s, team, v);
 		if (rc == 0) {
 			res->quota_mem = v[0];
@@ -110,7 +110,7 @@ static int team_totals(struct store *s, const char *team, struct submit_result *
 		}
 		return rc;
 	}
-	struct store_team_pend *p = &s->tp;
+	struct store_team_pend *p = &s->teams.pend;
 	if (!p->read || p->stale || strcmp(p->team, team) != 0) {
 		int rc = team_select(s, team, v);
 		if (rc)
@@ -203,8 +203,8 @@ static int insert_task(struct store *s, const struct task_req *req, const char *
 		       const struct submit_result *res, int64_t now_ms, char id[16],
 		       struct task *t)
 {
-	if (!s->in_batch)
-		s->next_seq = 0; /* read again: a transaction of its own */
+	if (!s->batch.open)
+		s->ids.next_seq = 0; /* read again: a transaction of its own */
 	int rc = new_task(t, req, key, res, now_ms);
 	if (rc || (rc = new_task_id(s, t, now_ms, id)))
 		return rc;
@@ -241,11 +241,11 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 	int rc = new_task(t, req, key, res, now_ms);
 	if (rc || (rc = new_task_id(s, t, now_ms, id)))
 		return rc;
-	if (s->nrows == s->rows_cap) {
-		s->rows_cap = s->rows_cap ? 2 * s->rows_cap : 64;
-		s->new_rows = gwb_realloc(s->new_rows, (size_t)s->rows_cap * sizeof *s->new_rows);
+	if (s->rows.n == s->rows.cap) {
+		s->rows.cap = s->rows.cap ? 2 * s->rows.cap : 64;
+		s->rows.task = gwb_realloc(s->rows.task, (size_t)s->rows.cap * sizeof *s->rows.task);
 	}
-	s->new_rows[s->nrows++] = t;
+	s->rows.task[s->rows.n++] = t;
 	return 0;
 }
 
@@ -260,7 +260,7 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 			 struct submit_result *res, struct task *t, int may_defer)
 {
 	char id[16];
-	int defer = may_defer && s->in_batch && s->batch_optimistic;
+	int defer = may_defer && s->batch.open && s->batch.optimistic;
 	int rc = defer ? defer_task(s, req, key, res, now_ms, id, t)
 		       : insert_task(s, req, key, res, now_ms, id, t);
 	if (rc)
@@ -272,10 +272,10 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 
 	/* Inside a batch the team's row is written once, when the batch commits (team_totals
 	 * read it for this team just before). */
-	if (s->in_batch) {
-		s->tp.add_mem += res->req_mem;
-		s->tp.add_core += res->req_core;
-		s->tp.updated_at = now_ms;
+	if (s->batch.open) {
+		s->teams.pend.add_mem += res->req_mem;
+		s->teams.pend.add_core += res->req_core;
+		s->teams.pend.updated_at = now_ms;
 	} else if ((rc = store_team_reserve(s, req->team, res->req_mem, res->req_core, now_ms))) {
 		return rc;
 	}
@@ -302,7 +302,7 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
  * statement of exactly as many rows as the batch has (a batch of 25 in one statement per
  * table, not three of 16, 8 and 1: a statement's own cost, its cursors and its program, is
  * about 3k instructions), each prepared the first time its size is needed and kept in the
- * store (s->rows_st), outside the statement cache and its search. */
+ * store (s->rows.st), outside the statement cache and its search. */
 static const char *const rows_head[STORE_ROWS_TABLES] = {
 	"INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(INS_COL) ") VALUES ",
 	"INSERT INTO task_events (task_id, ts, type, from_state, to_state, detail) VALUES ",
@@ -317,7 +317,7 @@ static const char *const rows_group[STORE_ROWS_TABLES] = {
 /* table's INSERT of n rows (1 to STORE_ROWS_MAX), reset, or NULL when it cannot be prepared. */
 static sqlite3_stmt *rows_stmt(struct store *s, int table, int n)
 {
-	sqlite3_stmt **slot = &s->rows_st[table][n];
+	sqlite3_stmt **slot = &s->rows.st[table][n];
 	if (*slot) {
 		sqlite3_reset(*slot);
 		sqlite3_clear_bindings(*slot);
@@ -357,7 +357,7 @@ static int trail_insert(struct store *s, struct task *const *rows, int n)
 	sqlite3_stmt *st;
 	int idx = 1;
 	/* The events' details one after the other in one buffer, each ended by its NUL. */
-	struct jw *w = &s->submit_detail;
+	struct jw *w = &s->rows.detail;
 	jw_reset(w);
 	size_t at[STORE_ROWS_MAX];
 	for (int k = 0; k < n; k++) {
@@ -399,17 +399,17 @@ static int rows_insert(struct store *s, struct task *const *rows, int n)
 int store_batch_write(struct store *s)
 {
 	int done = 0;
-	while (done < s->nrows && !s->write_rc && !s->batch_spoiled) {
-		int n = s->nrows - done < STORE_ROWS_MAX ? s->nrows - done : STORE_ROWS_MAX;
-		int rc = rows_insert(s, s->new_rows + done, n);
+	while (done < s->rows.n && !s->rows.write_rc && !s->batch.spoiled) {
+		int n = s->rows.n - done < STORE_ROWS_MAX ? s->rows.n - done : STORE_ROWS_MAX;
+		int rc = rows_insert(s, s->rows.task + done, n);
 		if (rc == GWB_ECONFLICT)
-			s->batch_spoiled = 1; /* decided again, each insert at once */
+			s->batch.spoiled = 1; /* decided again, each insert at once */
 		else if (rc)
-			s->write_rc = rc;
+			s->rows.write_rc = rc;
 		done += n;
 	}
-	s->nrows = 0;
-	return s->write_rc;
+	s->rows.n = 0;
+	return s->rows.write_rc;
 }
 
 static int submit_row(struct store *s, const struct task_req *req, const char *key,
@@ -443,7 +443,7 @@ static int submit_row(struct store *s, const struct task_req *req, const char *k
 	res->req_core = req->gpu_core_percent * req->gpu_count;
 	/* A batch moving to another team writes the one before first, outside this decision's
 	 * unit: undoing the unit must not undo that. */
-	if (s->in_batch && s->tp.read && strcmp(s->tp.team, req->team) != 0) {
+	if (s->batch.open && s->teams.pend.read && strcmp(s->teams.pend.team, req->team) != 0) {
 		int frc = store_team_flush(s);
 		if (frc)
 			return frc;

@@ -11,7 +11,7 @@
 /* Forgets every remembered token: a token changed (or may have). */
 static void tokens_forget(struct store *s)
 {
-	memset(s->tokens, 0, sizeof s->tokens);
+	memset(s->teams.tokens, 0, sizeof s->teams.tokens);
 }
 
 int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t core_pct,
@@ -145,7 +145,7 @@ int store_team_by_token(struct store *s, const unsigned char *hash, char *team, 
 	 * slot is looked at tells nothing of the token beyond its hash (as the index lookup
 	 * below). The hashes are compared in constant time all the same. */
 	int64_t now = clock_mono_ms();
-	struct store_token *e = &s->tokens[hash[0] % STORE_TOKEN_CACHE];
+	struct store_token *e = &s->teams.tokens[hash[0] % STORE_TOKEN_CACHE];
 	if (e->read_ms && now - e->read_ms < STORE_TOKEN_TTL_MS &&
 	    CRYPTO_memcmp(e->hash, hash, sizeof e->hash) == 0) {
 		/* snprintf's copy (cut to len), without parsing a format on every request */
@@ -175,3 +175,20 @@ int store_team_by_token(struct store *s, const unsigned char *hash, char *team, 
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
+
+static void team_unit_save(struct store *s)
+{
+	s->teams.pend_sp = s->teams.pend;
+}
+
+static void team_unit_undo(struct store *s)
+{
+	s->teams.pend = s->teams.pend_sp;
+}
+
+const struct store_batch_hooks store_team_batch_hooks = {
+	.unit_save = team_unit_save,
+	.unit_undo = team_unit_undo,
+	.commit = store_team_flush,
+	.forget = store_team_forget,
+};

@@ -495,7 +495,7 @@ TEST(store_migration_13_finds_tasks_by_the_seq_their_id_encodes)
 	CHECK_INT(store_task_load(s, "t-b", t), GWB_ENOTFOUND);
 	/* Were the third task's id the one of the next seq (the largest plus one, with a clock
 	 * at 0 ms leaving the random part below it), that seq would be skipped. */
-	CHECK_INT(s->has_legacy, 1);
+	CHECK_INT(s->ids.has_legacy, 1);
 	int64_t seq = 0;
 	char sql[160];
 	store_task_id_encode(2097152 + 1, other);
