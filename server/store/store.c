@@ -155,16 +155,15 @@ const char *store_col_text(sqlite3_stmt *st, int idx)
 	return (const char *)sqlite3_column_text(st, idx);
 }
 
-/* The page size of a new database file. A commit writes every page it changed, whole, to
- * the WAL, and a batch of submissions changed the last page of about ten b-trees then (the
- * tasks, their four indexes, the outbox, the events and their index, the team; two of the
- * tasks' indexes went since, in migrations 13 and 14): with pages of half
- * SQLite's 4 KiB, about half the bytes to checksum, copy, sync and checkpoint. Measured with
- * the submission bench's client (2 vCPUs, 64 connections, ten alternate rounds): the loop's
- * CPU per submission 17.4 us against 18.4, the rate 0.45 of /healthz's against 0.44.
- * 1 KiB pages did as well, but a task's row once it has ended (its allocation and release
- * evidence, about 1.1 KiB) no longer fits in one and takes an overflow page; 512 bytes did
- * worse. */
+void store_col_copy(sqlite3_stmt *st, int idx, char *dst, size_t len)
+{
+	const char *t = store_col_text(st, idx);
+	snprintf(dst, len, "%s", t ? t : "");
+}
+
+/* The page size of a new database file: a commit writes every page it changed, whole, to the
+ * WAL, so half SQLite's 4 KiB is about half the bytes to checksum, copy, sync and checkpoint;
+ * an ended task's row (about 1.1 KiB) still fits in one page. */
 #define STORE_PAGE_SIZE_TEXT "2048"
 
 int store_open(struct store **out, const char *path, int busy_timeout_ms, char *err, size_t errlen)

@@ -113,7 +113,7 @@ int store_batch_begin(struct store *s);
 int store_batch_begin_optimistic(struct store *s);
 /* Inside an optimistic batch a new task is not inserted by its decision: once the decisions
  * are made, this inserts every new task of the batch, with its event, in
- * one INSERT of many rows per table (a statement per row costs about twice as much). Call it
+ * one INSERT of many rows per table (not a statement per row). Call it
  * before store_batch_spoiled: a task id that turns out taken spoils the batch, which is then
  * decided again with a SAVEPOINT each, where each insert runs at once and a taken id is drawn
  * again. Returns 0, or the storage's error, which store_batch_commit then returns too. Rows
@@ -269,6 +269,11 @@ int store_task_events(struct store *s, const char *id, store_event_fn fn, void *
  * or GWB_EDB. */
 int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t core_pct,
 		   const unsigned char *token_hash, int64_t now_ms, int *created);
+/* The team's reserved and quota totals as its row holds them (team borrowed for the call):
+ * the one read of them, for the submission's quota check and the reconciler's. 0,
+ * GWB_ENOTFOUND or GWB_EDB. */
+int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64_t *res_core,
+		      int64_t *quota_mem, int64_t *quota_core);
 /* The team as the API shows it (a new reference), or NULL when there is none. */
 json_t *store_team_json(struct store *s, const char *team);
 /* Every team, sorted by name, as a new JSON array. */

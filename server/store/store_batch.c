@@ -62,8 +62,8 @@ static int begin_immediate(struct store *s)
 }
 
 /* store_exec for the statements a batch runs once per decision (its SAVEPOINT and RELEASE):
- * prepared once and kept, since compiling them on every decision cost as much as the
- * decision's own inserts. sql is a string literal (the cache's key is its address). */
+ * prepared once and kept, not compiled for every decision. sql is a string literal (the
+ * cache's key is its address). */
 static int exec_kept(struct store *s, const char *sql)
 {
 	sqlite3_stmt *st = store_stmt(s, sql);

@@ -1,8 +1,8 @@
-/* Checkpoints off the event loop.
+/* Checkpoints off the event loop, and the WAL's bound.
  *
  * A PASSIVE checkpoint copies the WAL's newest frames into the database file and syncs it:
- * under a steady load of submissions that is thousands of pages and two fsyncs, 11 to 22 ms
- * once a second when the loop ran it, and every request waited meanwhile. Here a thread with
+ * under a steady load of submissions that is thousands of pages and two fsyncs, and every
+ * request would wait meanwhile if the loop ran it. Here a thread with
  * a connection of its own runs them. SQLite lets a checkpoint on one connection run beside
  * the commits of another: PASSIVE takes no writer lock and waits for nobody, and copies the
  * frames of the commits made before it began; the loop goes on committing meanwhile.
@@ -10,7 +10,7 @@
  * The WAL starts over only at a commit whose transaction began when every frame had been
  * copied, which a checkpoint beside new commits leaves behind only when it ends between two
  * of them. So the loop asks for one each time the WAL grew by 512 KiB (store_wal_bound):
- * each is short (about a millisecond under the bench's load), many end between two commits,
+ * each is short, many end between two commits,
  * and the WAL stays small. The bound stays the loop's: above it the loop runs the PASSIVE
  * checkpoint itself, with nothing left to copy but what was committed since the thread's last
  * one, and the next commit starts the WAL over. The idle TRUNCATE is the loop's too (here it
@@ -250,11 +250,8 @@ int store_checkpoint(struct store *s, int truncate)
 }
 
 /* The WAL's growth after which the checkpoint thread is asked again: small, so that its
- * checkpoints stay short and little is left for the loop's own at the bound (2.4-2.5 ms once
- * per 64 MiB under the submission bench, against 11-22 ms once a second before the thread).
- * Beside a continuous writer one seldom ends between two commits, the only moment that lets
- * the next start the WAL over: the WAL then grows to the bound. Steps of 32 and 128 KiB did
- * worse (more syncs of the database file), 2 and 8 MiB no better. */
+ * checkpoints stay short (one that ends between two commits lets the next start the WAL
+ * over) and little is left for the loop's own at the bound. */
 #define CKPT_STEP_BYTES (512 * 1024)
 
 /* Above the bound the loop checkpoints at once: what the checkpoint thread has not copied

@@ -43,10 +43,9 @@ int store_ids_open(struct store *s)
 	return rc == SQLITE_ROW ? 0 : GWB_EDB;
 }
 
-
 /* Random words for task ids, fetched ID_RANDOM_POOL at a time: one getrandom call per 64
- * ids, not one per id (a system call cost more than the rest of a submission's id). A forked
- * child starts with an empty pool, so two processes never hand out the same words. */
+ * ids, not a system call per id. A forked child starts with an empty pool, so two processes
+ * never hand out the same words. */
 #define ID_RANDOM_POOL 64
 static uint32_t id_random[ID_RANDOM_POOL];
 static size_t id_random_left;
@@ -127,7 +126,6 @@ static int legacy_taken(struct store *s, int64_t seq)
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
-
 
 void store_ids_forget(struct store *s)
 {

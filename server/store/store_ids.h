@@ -22,4 +22,14 @@ int store_ids_open(struct store *s);
 /* Forgets next_seq, which the next new seq reads again (a batch begins). */
 void store_ids_forget(struct store *s);
 
+/* The seq of a new task (its id: store_task_id_encode, and its create intent's id), never one
+ * handed out before, above every outbox id, and never one whose id is a legacy task's: 0, or
+ * GWB_EDB when the file cannot be read. next_seq, the next free one, is read again at each
+ * batch's start (0). */
+int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
+/* A new intent id, for a cancel's outbox row (store_task_seq_new draws task seqs from the same
+ * counter): above every task seq and outbox id there is, so that no two intents, old or new,
+ * share an id. 0, or GWB_EDB. */
+int store_intent_id_new(struct store *s, int64_t *id);
+
 #endif

@@ -1,6 +1,6 @@
 /* Internals shared by the store's own files (store.c, and the store_*.c files that extend it):
- * the connection, the prepared-statement cache and the transaction helpers. Nothing outside
- * server/store*.c includes this. */
+ * the connection and its parts, the prepared-statement cache and the transaction helpers.
+ * Nothing outside server/store/ (and its unit tests) includes this. */
 #ifndef GWB_STORE_INTERNAL_H
 #define GWB_STORE_INTERNAL_H
 
@@ -72,42 +72,11 @@ void store_fault_clear(struct store *s);
  * reason in err (store_schema.c). */
 int store_schema_migrate(struct store *s, char *err, size_t errlen);
 
-/* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on and new
- * tasks from seq tk_min on (0: none of that kind). */
-void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min);
-/* Forgets the held commits up to s->sync.durable_seq: 1 when it forgot any (the relay may have
- * rows to publish now), 0 otherwise. */
-int store_held_settle(struct store *s);
 /* The smaller of two row ids, 0 standing for none. */
 static inline int64_t store_min_id(int64_t a, int64_t b)
 {
 	return !a ? b : !b ? a : a < b ? a : b;
 }
-
-/* Starts one of the store's threads (the sync thread, the checkpoint thread) with every
- * signal blocked, so that signals stay the loop's, and names it: pthread_create's result. */
-int store_thread_start(pthread_t *t, const char *name, void *(*fn)(void *), void *arg);
-/* Marks every commit so far durable (a FULL commit, or a sync that covered them all). */
-void store_durable_all(struct store *s);
-/* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */
-int64_t store_outbox_gate(const struct store *s);
-/* The task seq from which new tasks' create intents wait for a sync (INT64_MAX: none). */
-int64_t store_create_gate(const struct store *s);
-/* A new intent id, for a cancel's outbox row (store_task_seq_new draws task seqs from the same
- * counter): above every task seq and outbox id there is, so that no two intents, old or new,
- * share an id. 0, or GWB_EDB. */
-int store_intent_id_new(struct store *s, int64_t *id);
-/* Closes a batch of store_batch_begin_later: commits sync in their COMMIT again, and a sync
- * is asked of the thread when it committed. Nothing for another batch. */
-void store_batch_later_end(struct store *s, int committed);
-/* The loop's WAL syncs so far: passed on to the disk, and left to the sync thread (tests). */
-void store_wal_syncs(struct store *s, int64_t *passed, int64_t *left);
-/* Installs the connection's update hook (store_open does). */
-void store_outbox_hook(struct store *s);
-/* Sets ob_low from the file: the first unpublished outbox row, or the next id when none is
- * (one scan of the outbox, when the store opens); reads ic_cursor; counts the intents not
- * published (ob_unpub). 0 or GWB_EDB. */
-int store_outbox_low_find(struct store *s);
 
 
 #define STORE_TASK_SEL(kind, f, tbl, col, size, role) tbl "." col ", "
@@ -132,11 +101,6 @@ int store_outbox_low_find(struct store *s);
  * not in the lifecycle table (the rest is read anyway). */
 int store_task_read(sqlite3_stmt *st, struct task *t);
 
-/* The seq of a new task (its id: store_task_id_encode, and its create intent's id), never one
- * handed out before, above every outbox id, and never one whose id is a legacy task's: 0, or
- * GWB_EDB when the file cannot be read. next_seq, the next free one, is read again at each
- * batch's start (0). */
-int store_task_seq_new(struct store *s, int64_t now_ms, int64_t *seq);
 /* The cancels task ?1 had before (its outbox row's attempt is one more): counted from its
  * cancel_requested events, written with each cancel's outbox row, through the events' index
  * on (task_id, id). The outbox has no index on task_id: counted there, every cancel scanned
@@ -246,6 +210,8 @@ void store_bind_text(sqlite3_stmt *st, int idx, const char *v);
 void store_bind_text_until_step(sqlite3_stmt *st, int idx, const char *v);
 /* Column text or NULL. */
 const char *store_col_text(sqlite3_stmt *st, int idx);
+/* Copies column idx's text into dst (size len, cut to fit; "" for NULL). */
+void store_col_copy(sqlite3_stmt *st, int idx, char *dst, size_t len);
 
 /* The name of the VFS that writes each commit's WAL frames with one write (store_vfs.c),
  * registered at the first call over the default VFS of that moment; NULL (SQLite's default)

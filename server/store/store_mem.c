@@ -1,9 +1,8 @@
 /* SQLite's memory through lib/pool.h's free lists of size classes.
  *
  * Debian's SQLite is built without its lookaside allocator (SQLITE_OMIT_LOOKASIDE), so every
- * cursor, record and statement buffer of every statement is a malloc and a free: about 30 of
- * each per submission. Through the pool a freed block of up to 4 KiB is taken back by the
- * next allocation of its class. */
+ * cursor, record and statement buffer of every statement is a malloc and a free. Through the
+ * pool a freed block of up to 4 KiB is taken back by the next allocation of its class. */
 #include "server/store/store_internal.h"
 
 #include <sqlite3.h>

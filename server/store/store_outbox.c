@@ -11,12 +11,6 @@
 #include "queue/codec.h"
 #include "server/store/store_internal.h"
 
-static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
-{
-	const char *t = store_col_text(st, col);
-	snprintf(dst, len, "%s", t ? t : "");
-}
-
 /* The first outbox row at or after from that is not published, or the next id when there is
  * none (every row with a smaller one is published, and a new row gets the largest id plus
  * one: outbox rows are never deleted). With from = 0, a scan of the whole outbox. */
@@ -78,19 +72,19 @@ static int intents_read(struct store *s, sqlite3_stmt *st, struct q_intent *out,
 		memset(in, 0, sizeof *in);
 		in->version = Q_INTENT_VERSION;
 		in->id = sqlite3_column_int64(st, 0);
-		copy_col(st, 1, in->kind, sizeof in->kind);
-		copy_col(st, 2, in->task, sizeof in->task);
-		copy_col(st, 3, in->team, sizeof in->team);
+		store_col_copy(st, 1, in->kind, sizeof in->kind);
+		store_col_copy(st, 2, in->task, sizeof in->task);
+		store_col_copy(st, 3, in->team, sizeof in->team);
 		in->attempt = sqlite3_column_int64(st, 4);
 		in->created_at = sqlite3_column_int64(st, 5);
-		copy_col(st, 6, in->job, sizeof in->job);
-		copy_col(st, 7, in->name, sizeof in->name);
+		store_col_copy(st, 6, in->job, sizeof in->job);
+		store_col_copy(st, 7, in->name, sizeof in->name);
 		in->gpu_memory_mib = sqlite3_column_int64(st, 8);
 		in->gpu_core_percent = sqlite3_column_int64(st, 9);
 		in->gpu_count = sqlite3_column_int64(st, 10);
 		in->duration_seconds = sqlite3_column_int64(st, 11);
-		copy_col(st, 12, in->qos, sizeof in->qos);
-		copy_col(st, 13, in->experiment, sizeof in->experiment);
+		store_col_copy(st, 12, in->qos, sizeof in->qos);
+		store_col_copy(st, 13, in->experiment, sizeof in->experiment);
 		if (creates)
 			s->outbox.ic_fetched[s->outbox.ic_nfetched++] = in->id;
 	}

@@ -24,4 +24,11 @@ struct store_outbox_part {
 	int ic_nfetched, ic_cap;
 };
 
+/* Installs the connection's update hook (store_open does). */
+void store_outbox_hook(struct store *s);
+/* Sets low from the file: the first unpublished outbox row, or the next id when none is
+ * (one scan of the outbox, when the store opens); reads ic_cursor; counts the intents not
+ * published (counters.unpub). 0 or GWB_EDB. */
+int store_outbox_low_find(struct store *s);
+
 #endif

@@ -9,12 +9,6 @@
 #include "lib/jsonx.h"
 #include "server/store/store_internal.h"
 
-static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
-{
-	const char *t = store_col_text(st, col);
-	snprintf(dst, len, "%s", t ? t : "");
-}
-
 int store_tasks_active(struct store *s, json_t **ids)
 {
 	/* The active tasks and the ones holding their reservation. Every state that is not
@@ -125,7 +119,7 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		goto out;
 	}
 	char team[64];
-	copy_col(st, 0, team, sizeof team);
+	store_col_copy(st, 0, team, sizeof team);
 	int64_t mem = sqlite3_column_int64(st, 1), core = sqlite3_column_int64(st, 2);
 	int already = sqlite3_column_int(st, 3);
 	enum task_state state = task_state_parse(store_col_text(st, 4));
@@ -196,23 +190,4 @@ out:
 		store_count_move(s, moved_from, final_state);
 	*released = 1;
 	return 0;
-}
-
-int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64_t *res_core,
-		      int64_t *quota_mem, int64_t *quota_core)
-{
-	sqlite3_stmt *st = store_stmt(s, "SELECT reserved_mem_mib, reserved_core_pct, "
-					 "quota_mem_mib, quota_core_pct FROM teams WHERE name = ?");
-	if (!st)
-		return GWB_EDB;
-	store_bind_text(st, 1, team);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*res_mem = sqlite3_column_int64(st, 0);
-		*res_core = sqlite3_column_int64(st, 1);
-		*quota_mem = sqlite3_column_int64(st, 2);
-		*quota_core = sqlite3_column_int64(st, 3);
-	}
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }

@@ -37,8 +37,4 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 		       enum task_state final_state, const char *task_reason, const json_t *evidence,
 		       int64_t now_ms, int *released);
 
-/* The team's reserved and quota totals. 0, GWB_ENOTFOUND or GWB_EDB. */
-int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64_t *res_core,
-		      int64_t *quota_mem, int64_t *quota_core);
-
 #endif

@@ -192,9 +192,7 @@ static const char *const migrations[] = {
 	"DELETE FROM sqlite_sequence WHERE name = 'tasks';",
 	/* 10: a task's reservation is in the task's own row, written by the task's insert: a
 	 * submission writes one row fewer (a statement, two b-trees and two reference checks
-	 * less: measured, 8k of its 125k instructions but a fifth of its CPU time), a
-	 * release updates one row, and
-	 * no task can be without its reservation. reservations stays, as a view over tasks
+	 * less), a release updates one row, and no task can be without its reservation. reservations stays, as a view over tasks
 	 * with the columns it had, for whoever reads the file (gwb-load's check, the lab's
 	 * queries). tasks_unreleased replaces its partial index, on team, so the audit sums a
 	 * team's holdings from it (each query must name released = 0 to use it; the audit's
@@ -236,8 +234,7 @@ static const char *const migrations[] = {
 	"DROP INDEX outbox_unpublished;",
 	/* 13: a task's id no longer needs an index of its own: a new task's id encodes its seq
 	 * (store_task_id_encode), so the row of an id is found by its primary key
-	 * (STORE_SQL_TASK_IS), and a submission inserts into one index fewer (3.1k of its 77k
-	 * instructions, measured). The ids of the tasks already there encode something else (a
+	 * (STORE_SQL_TASK_IS), and a submission inserts into one index fewer. The ids of the tasks already there encode something else (a
 	 * time and a random part, or only a random part): task_legacy_ids keeps each with its seq,
 	 * and is looked up first. The table is rebuilt without the UNIQUE constraint, its rows,
 	 * seqs and every column kept; no new task ever takes an id of this table
@@ -264,10 +261,10 @@ static const char *const migrations[] = {
 	"  FROM tasks WHERE reserved_gpu_memory_mib IS NOT NULL;",
 	/* 14: a team's tasks are listed through tasks_state_team (newest first in each state,
 	 * merged: store_task_list), so the index on (team, seq) goes: a submission inserts into
-	 * one index fewer (2.3k of its 74k instructions, measured). */
+	 * one index fewer. */
 	"DROP INDEX tasks_team_seq;",
-	/* 15: a new task is its own create intent: a submission writes no outbox row (4.1k of its
-	 * 70k instructions, measured, and one b-tree fewer in every batch's WAL frames), and the
+	/* 15: a new task is its own create intent: a submission writes no outbox row (and one
+	 * b-tree fewer in every batch's WAL frames), and the
 	 * relay reads the tasks above this cursor, by seq, publishing each with its seq as the
 	 * intent's id; a publication moves the cursor instead of updating a row per intent. The
 	 * tasks already there had their create intents written to the outbox, which keeps them

@@ -8,12 +8,6 @@
 #include "lib/err.h"
 #include "server/store/store_internal.h"
 
-static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
-{
-	const char *t = store_col_text(st, col);
-	snprintf(dst, len, "%s", t ? t : "");
-}
-
 int store_stream_events(struct store *s, int64_t after, const char *team, struct store_stream_row *out,
 			int max)
 {
@@ -39,14 +33,14 @@ int store_stream_events(struct store *s, int64_t after, const char *team, struct
 		memset(row, 0, sizeof *row);
 		row->id = sqlite3_column_int64(st, 0);
 		row->ts_ms = sqlite3_column_int64(st, 1);
-		copy_col(st, 2, row->task, sizeof row->task);
-		copy_col(st, 3, row->team, sizeof row->team);
-		copy_col(st, 4, row->type, sizeof row->type);
-		copy_col(st, 5, row->state, sizeof row->state);
+		store_col_copy(st, 2, row->task, sizeof row->task);
+		store_col_copy(st, 3, row->team, sizeof row->team);
+		store_col_copy(st, 4, row->type, sizeof row->type);
+		store_col_copy(st, 5, row->state, sizeof row->state);
 		const char *now_state = store_col_text(st, 6);
 		if (now_state && strcmp(now_state, row->state) == 0)
-			copy_col(st, 7, row->reason, sizeof row->reason);
-		copy_col(st, 8, row->name, sizeof row->name);
+			store_col_copy(st, 7, row->reason, sizeof row->reason);
+		store_col_copy(st, 8, row->name, sizeof row->name);
 		row->gpu_memory_mib = sqlite3_column_int64(st, 9);
 		row->gpu_core_percent = sqlite3_column_int64(st, 10);
 		row->gpu_count = sqlite3_column_int64(st, 11);

@@ -13,7 +13,7 @@
  * when it sleeps; a thread that ends a sync starts the next one at once if commits wait, and
  * sleeps only when none does. So under load the loop never asks for a sync: a wake-up of
  * another CPU is a write and an inter-processor interrupt (on a virtual machine, an exit to
- * the hypervisor), measured at a few percent of the loop's time when it came with every sync.
+ * the hypervisor).
  *
  * fdatasync on a descriptor of our own flushes the file's pages whoever wrote them (Linux
  * syncs the inode). The directory is synced once, when the WAL is first opened here, so its
@@ -308,9 +308,8 @@ int store_sync_done(struct store *s)
 }
 
 /* Whether the connection's commits leave their WAL sync to the thread (the VFS's
- * STORE_FCNTL_SYNC_LATER): 0 or GWB_EDB. The setting stays synchronous=FULL: switching it
- * with PRAGMA synchronous took a statement compiled again each time (the pragma acts when it
- * is prepared), twice per batch. */
+ * STORE_FCNTL_SYNC_LATER): 0 or GWB_EDB. The setting stays synchronous=FULL: a file control,
+ * not a PRAGMA, which acts only when its statement is prepared. */
 static int sync_later(struct store *s, int on)
 {
 	return sqlite3_file_control(s->db, "main", STORE_FCNTL_SYNC_LATER, &on) == SQLITE_OK

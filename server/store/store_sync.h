@@ -3,6 +3,7 @@
 #ifndef GWB_STORE_SYNC_H
 #define GWB_STORE_SYNC_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 struct store;
@@ -32,6 +33,26 @@ struct store_gate {
 	int64_t ob_txn_min, tk_txn_min;
 };
 
+/* Remembers that commit seq, not yet durable, wrote outbox rows from id ob_min on and new
+ * tasks from seq tk_min on (0: none of that kind). */
+void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_min);
+/* Forgets the held commits up to sync.durable_seq: 1 when it forgot any (the relay may have
+ * rows to publish now), 0 otherwise. */
+int store_held_settle(struct store *s);
+/* Starts one of the store's threads (the sync thread, the checkpoint thread) with every
+ * signal blocked, so that signals stay the loop's, and names it: pthread_create's result. */
+int store_thread_start(pthread_t *t, const char *name, void *(*fn)(void *), void *arg);
+/* Marks every commit so far durable (a FULL commit, or a sync that covered them all). */
+void store_durable_all(struct store *s);
+/* The outbox row id from which rows wait for a sync (INT64_MAX: none wait). */
+int64_t store_outbox_gate(const struct store *s);
+/* The task seq from which new tasks' create intents wait for a sync (INT64_MAX: none). */
+int64_t store_create_gate(const struct store *s);
+/* Closes a batch of store_batch_begin_later: commits sync in their COMMIT again, and a sync
+ * is asked of the thread when it committed. Nothing for another batch. */
+void store_batch_later_end(struct store *s, int committed);
+/* The loop's WAL syncs so far: passed on to the disk, and left to the sync thread (tests). */
+void store_wal_syncs(struct store *s, int64_t *passed, int64_t *left);
 /* Frees the held commits (store_close). */
 void store_gate_close(struct store *s);
 

@@ -45,19 +45,10 @@ static int idem_lookup(struct store *s, const char *team, const char *key, int64
 	return rc ? rc : 0;
 }
 
+/* The team's row: quota (v[0], v[1]) and reserved (v[2], v[3]) totals. */
 static int team_select(struct store *s, const char *team, int64_t v[4])
 {
-	sqlite3_stmt *st = store_stmt(s, "SELECT quota_mem_mib, quota_core_pct, reserved_mem_mib, "
-					 "reserved_core_pct FROM teams WHERE name = ?");
-	if (!st)
-		return GWB_EDB;
-	store_bind_text_until_step(st, 1, team);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		for (int i = 0; i < 4; i++)
-			v[i] = sqlite3_column_int64(st, i);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+	return store_team_totals(s, team, &v[2], &v[3], &v[0], &v[1]);
 }
 
 int store_team_reserve(struct store *s, const char *team, int64_t mem, int64_t core,
@@ -484,13 +475,7 @@ out:
 	return rc == GWB_EEXISTS && res->replayed ? 0 : rc;
 }
 
-static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len)
-{
-	const char *t = store_col_text(st, col);
-	snprintf(dst, len, "%s", t ? t : "");
-}
-
-#define TASK_READ_TEXT(st, i, t, f) copy_col(st, i, (t)->f, sizeof (t)->f);
+#define TASK_READ_TEXT(st, i, t, f) store_col_copy(st, i, (t)->f, sizeof (t)->f);
 #define TASK_READ_INT(st, i, t, f) (t)->f = sqlite3_column_int64(st, i);
 #define TASK_READ_BOOL(st, i, t, f) (t)->f = sqlite3_column_int(st, i) != 0;
 #define TASK_READ_OPT(st, i, t, f)                                  \

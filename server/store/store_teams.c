@@ -176,6 +176,25 @@ int store_team_by_token(struct store *s, const unsigned char *hash, char *team, 
 	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
 }
 
+int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64_t *res_core,
+		      int64_t *quota_mem, int64_t *quota_core)
+{
+	sqlite3_stmt *st = store_stmt(s, "SELECT reserved_mem_mib, reserved_core_pct, "
+					 "quota_mem_mib, quota_core_pct FROM teams WHERE name = ?");
+	if (!st)
+		return GWB_EDB;
+	store_bind_text_until_step(st, 1, team);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*res_mem = sqlite3_column_int64(st, 0);
+		*res_core = sqlite3_column_int64(st, 1);
+		*quota_mem = sqlite3_column_int64(st, 2);
+		*quota_core = sqlite3_column_int64(st, 3);
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? GWB_ENOTFOUND : GWB_EDB;
+}
+
 static void team_unit_save(struct store *s)
 {
 	s->teams.pend_sp = s->teams.pend;

@@ -1,9 +1,9 @@
 /* A VFS over SQLite's own that writes each commit's WAL frames with one pwrite.
  *
  * SQLite appends a frame to the WAL in two writes, its 24-byte header and then its page, so
- * a batch that changes 33 pages costs 66 pwrite calls on the event loop, each a system call
- * (and on a virtual machine a dear one). Here the WAL file's writes that append to what is
- * already held are gathered in a buffer and written in one call:
+ * a batch costs two pwrite calls on the event loop for every page it changed. Here the WAL
+ * file's writes that append to what is already held are gathered in a buffer and written in
+ * one call:
  *
  * - when the page of a commit frame (a frame whose header names a database size: the last
  *   frame of a transaction) has been gathered, inside that write, so that an error (a full
