@@ -128,7 +128,8 @@ int store_commit(struct store *s)
 		s->sync.commit_seq++;
 		if (s->sync.batch_later) {
 			if (s->gate.ob_txn_min || s->gate.tk_txn_min)
-				store_held_push(s, s->sync.commit_seq, s->gate.ob_txn_min, s->gate.tk_txn_min);
+				store_held_push(s, s->sync.commit_seq, s->gate.ob_txn_min,
+						s->gate.tk_txn_min);
 		} else
 			store_durable_all(s);
 	}

@@ -269,7 +269,8 @@ void store_wal_bound(struct store *s)
 							       : CKPT_STEP_BYTES;
 	if (s->ckpt.wal_pages * s->ckpt.page_size > s->ckpt.wal_max_bytes)
 		store_checkpoint(s, 0);
-	else if (s->ckpt.thread && (s->ckpt.wal_pages - s->ckpt.asked_pages) * s->ckpt.page_size > step &&
+	else if (s->ckpt.thread &&
+		 (s->ckpt.wal_pages - s->ckpt.asked_pages) * s->ckpt.page_size > step &&
 		 store_checkpoint_later(s) == 0)
 		s->ckpt.asked_pages = s->ckpt.wal_pages;
 }

@@ -108,7 +108,8 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 	sqlite3_bind_int64(st, 2, store_create_gate(s));
 	sqlite3_bind_int(st, 3, max);
 	if (s->outbox.ic_cap < max) {
-		s->outbox.ic_fetched = gwb_realloc(s->outbox.ic_fetched, sizeof *s->outbox.ic_fetched * (size_t)max);
+		s->outbox.ic_fetched =
+		    gwb_realloc(s->outbox.ic_fetched, sizeof *s->outbox.ic_fetched * (size_t)max);
 		s->outbox.ic_cap = max;
 	}
 	int n = intents_read(s, st, out, max, 1);
@@ -205,7 +206,8 @@ int store_outbox_published(struct store *s, const int64_t *ids, const char (*str
 		sqlite3_bind_int64(st, 3, ids[i]);
 		if ((rc = store_step_done(s, st)))
 			break;
-		s->counters.unpub_pend -= sqlite3_changes(s->db); /* 0 when it was published already */
+		/* 0 when it was published already */
+		s->counters.unpub_pend -= sqlite3_changes(s->db);
 	}
 	if (rc) {
 		store_rollback(s);

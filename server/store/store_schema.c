@@ -192,14 +192,15 @@ static const char *const migrations[] = {
 	"DELETE FROM sqlite_sequence WHERE name = 'tasks';",
 	/* 10: a task's reservation is in the task's own row, written by the task's insert: a
 	 * submission writes one row fewer (a statement, two b-trees and two reference checks
-	 * less), a release updates one row, and no task can be without its reservation. reservations stays, as a view over tasks
-	 * with the columns it had, for whoever reads the file (gwb-load's check, the lab's
-	 * queries). tasks_unreleased replaces its partial index, on team, so the audit sums a
-	 * team's holdings from it (each query must name released = 0 to use it; the audit's
-	 * list asks for the seqs through it, or a scan in seq order wins). A task of the old
-	 * file without a reservation row (none is ever written so) gets none: NULL amounts,
-	 * not in the view, and released so no pass looks for it; a reservation row of no task
-	 * (none is either) is gone, and the audit shows its amount as the team's drift. */
+	 * less), a release updates one row, and no task can be without its reservation.
+	 * reservations stays, as a view over tasks with the columns it had, for whoever reads
+	 * the file (gwb-load's check, the lab's queries). tasks_unreleased replaces its partial
+	 * index, on team, so the audit sums a team's holdings from it (each query must name
+	 * released = 0 to use it; the audit's list asks for the seqs through it, or a scan in
+	 * seq order wins). A task of the old file without a reservation row (none is ever
+	 * written so) gets none: NULL amounts, not in the view, and released so no pass looks
+	 * for it; a reservation row of no task (none is either) is gone, and the audit shows
+	 * its amount as the team's drift. */
 	"ALTER TABLE tasks ADD COLUMN reserved_gpu_memory_mib INTEGER;"
 	"ALTER TABLE tasks ADD COLUMN reserved_gpu_core_percent INTEGER;"
 	"ALTER TABLE tasks ADD COLUMN released INTEGER NOT NULL DEFAULT 0;"
@@ -234,11 +235,11 @@ static const char *const migrations[] = {
 	"DROP INDEX outbox_unpublished;",
 	/* 13: a task's id no longer needs an index of its own: a new task's id encodes its seq
 	 * (store_task_id_encode), so the row of an id is found by its primary key
-	 * (STORE_SQL_TASK_IS), and a submission inserts into one index fewer. The ids of the tasks already there encode something else (a
-	 * time and a random part, or only a random part): task_legacy_ids keeps each with its seq,
-	 * and is looked up first. The table is rebuilt without the UNIQUE constraint, its rows,
-	 * seqs and every column kept; no new task ever takes an id of this table
-	 * (store_task_seq_new skips those). */
+	 * (STORE_SQL_TASK_IS), and a submission inserts into one index fewer. The ids of the
+	 * tasks already there encode something else (a time and a random part, or only a random
+	 * part): task_legacy_ids keeps each with its seq, and is looked up first. The table is
+	 * rebuilt without the UNIQUE constraint, its rows, seqs and every column kept; no new
+	 * task ever takes an id of this table (store_task_seq_new skips those). */
 	"CREATE TABLE task_legacy_ids (id TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;"
 	"INSERT INTO task_legacy_ids (id, seq) SELECT id, seq FROM tasks;"
 	"DROP VIEW reservations;"

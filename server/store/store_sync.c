@@ -410,7 +410,8 @@ void store_held_push(struct store *s, uint64_t seq, int64_t ob_min, int64_t tk_m
 			s->gate.head = 0;
 		} else {
 			s->gate.cap = s->gate.cap ? s->gate.cap * 2 : 64;
-			s->gate.held = gwb_realloc(s->gate.held, sizeof *s->gate.held * (size_t)s->gate.cap);
+			s->gate.held = gwb_realloc(s->gate.held,
+						   sizeof *s->gate.held * (size_t)s->gate.cap);
 		}
 	}
 	s->gate.held[s->gate.n].seq = seq;

@@ -234,7 +234,8 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 		return rc;
 	if (s->rows.n == s->rows.cap) {
 		s->rows.cap = s->rows.cap ? 2 * s->rows.cap : 64;
-		s->rows.task = gwb_realloc(s->rows.task, (size_t)s->rows.cap * sizeof *s->rows.task);
+		s->rows.task =
+		    gwb_realloc(s->rows.task, (size_t)s->rows.cap * sizeof *s->rows.task);
 	}
 	s->rows.task[s->rows.n++] = t;
 	return 0;
