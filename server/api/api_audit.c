@@ -12,6 +12,7 @@
 #include "lib/err.h"
 #include "lib/kobj.h"
 #include "lib/log.h"
+#include "lib/prom.h"
 #include "server/recon/jobspec.h"
 #include "server/recon/reconciler.h"
 #include "server/store/store_audit.h"
@@ -310,6 +311,5 @@ void api_audit_metrics(const struct api_ctx *api, struct evbuffer *out)
 {
 	if (!api->audit_at_ms)
 		return;
-	evbuffer_add_printf(out, "# TYPE gwb_audit_drift gauge\ngwb_audit_drift %lld\n",
-			    (long long)api->audit_drift);
+	prom_gauge(out, "gwb_audit_drift", NULL, api->audit_drift);
 }
