@@ -10,6 +10,7 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/dnslabel.h"
 #include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
@@ -46,13 +47,7 @@ static const char *const experiment_values[] = { "normal", "overlimit", NULL };
 
 int api_valid_team(const char *s)
 {
-	size_t n = strlen(s);
-	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return 0;
-	return 1;
+	return dnslabel_is(s);
 }
 
 int api_valid_task_id(const char *s)
