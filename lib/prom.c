@@ -20,10 +20,13 @@ static void add_escaped(struct evbuffer *out, const char *s, int quote)
 		return;
 	const char *run = s;
 	for (; *s; s++) {
-		const char *esc = *s == '\\'	       ? "\\\\"
-				  : *s == '\n'	       ? "\\n"
-				  : quote && *s == '"' ? "\\\""
-						       : NULL;
+		const char *esc = NULL;
+		if (*s == '\\')
+			esc = "\\\\";
+		else if (*s == '\n')
+			esc = "\\n";
+		else if (quote && *s == '"')
+			esc = "\\\"";
 		if (!esc)
 			continue;
 		evbuffer_add(out, run, (size_t)(s - run));

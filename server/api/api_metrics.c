@@ -26,7 +26,8 @@ static void team_lines(struct evbuffer *b, json_t *teams)
 			json_array_foreach(teams, i, t) {
 				struct prom_label team = {
 					"team", json_string_value(json_object_get(t, "team")) };
-				json_t *v = json_object_get(json_object_get(t, groups[g][0]), fields[f]);
+				json_t *amount = json_object_get(t, groups[g][0]);
+				json_t *v = json_object_get(amount, fields[f]);
 				prom_sample_int(b, name, &team, 1, json_integer_value(v));
 			}
 		}
@@ -46,7 +47,8 @@ static void task_lines(struct evbuffer *b, struct store *st)
 	prom_family(b, "gwb_task_transitions_total", PROM_COUNTER, NULL);
 	for (int f = -1; f < TASK_NSTATES; f++)
 		for (int t = 0; t < TASK_NSTATES; t++) {
-			int64_t n = store_task_transitions(st, (enum task_state)f, (enum task_state)t);
+			int64_t n =
+				store_task_transitions(st, (enum task_state)f, (enum task_state)t);
 			struct prom_label l[2] = {
 				{ "from", f < 0 ? "none" : task_state_name((enum task_state)f) },
 				{ "to", task_state_name((enum task_state)t) },
@@ -100,7 +102,8 @@ void api_metrics(struct req *r)
 {
 	struct api_ctx *api = r->api;
 	struct evbuffer *b = evbuffer_new();
-	const struct prom_label build[2] = { { "version", GWB_VERSION }, { "mode", api->cfg->mode } };
+	const struct prom_label build[2] = { { "version", GWB_VERSION },
+					     { "mode", api->cfg->mode } };
 	prom_family(b, "gwb_build_info", PROM_GAUGE, NULL);
 	prom_sample_int(b, "gwb_build_info", build, 2, 1);
 	task_lines(b, api->store);

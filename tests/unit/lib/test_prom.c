@@ -45,7 +45,8 @@ TEST(prom_help_line_comes_before_type_and_is_escaped)
 	struct evbuffer *b = buf();
 	prom_gauge(b, "gwb_g", "a \\ back\nslash \"quoted\"", 1);
 	/* HELP escapes backslash and newline only; quotes stay as they are. */
-	CHECK_STR(text(b), "# HELP gwb_g a \\\\ back\\nslash \"quoted\"\n# TYPE gwb_g gauge\ngwb_g 1\n");
+	CHECK_STR(text(b),
+		  "# HELP gwb_g a \\\\ back\\nslash \"quoted\"\n# TYPE gwb_g gauge\ngwb_g 1\n");
 	prom_family(b, "gwb_h", PROM_HISTOGRAM, "");
 	CHECK_STR(text(b), "# HELP gwb_h \n# TYPE gwb_h histogram\n");
 }
