@@ -32,7 +32,7 @@
 
 /* The request histograms' bounds, in seconds. */
 static const double hist_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-				      1,     2.5,  5,	  10,	30,  60,  120 };
+				      1,     2.5,  5,     10,   30,  60,  120 };
 #define HIST_N ((int)(sizeof hist_bounds / sizeof hist_bounds[0]))
 
 enum kreq_state { KR_QUEUED, KR_SENT };

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "lib/addr.h"
-#include "lib/dnslabel.h"
 #include "lib/alloc.h"
 #include "lib/clock.h"
+#include "lib/dnslabel.h"
 #include "lib/httpc.h"
 #include "tools/gwbctl/intents.h"
 #include "tools/gwbctl/show.h"
