@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/addr.h"
+#include "lib/dnslabel.h"
 #include "lib/err.h"
 
 enum setting_type { T_STR, T_INT, T_ENUM };
@@ -225,12 +226,7 @@ static int v_url(const struct setting *s, const char *v, char *why, size_t len)
 static int v_dns_label(const struct setting *s, const char *v, char *why, size_t len)
 {
 	(void)s;
-	size_t n = strlen(v);
-	int ok = n >= 1 && n <= 63 && isalnum((unsigned char)v[0]) &&
-		 isalnum((unsigned char)v[n - 1]);
-	for (size_t i = 0; ok && i < n; i++)
-		ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '-';
-	if (!ok) {
+	if (!dnslabel_is(v)) {
 		snprintf(why, len, "must be a DNS label (lowercase letters, digits, '-', 1-63)");
 		return -1;
 	}

@@ -424,3 +424,9 @@ void jx_set_str_or_null(json_t *obj, const char *key, const char *s)
 {
 	json_object_set_new(obj, key, s ? json_string(s) : json_null());
 }
+
+json_t *jx_gpu_pair(int64_t mem_mib, int64_t core_percent)
+{
+	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem_mib, "gpu_core_percent",
+			 (json_int_t)core_percent);
+}

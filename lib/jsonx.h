@@ -1,5 +1,6 @@
-/* JSON helpers around jansson: a strict body parser that tells where input broke, and typed
- * field readers that name the field and the rule it broke, so API errors can say both. */
+/* JSON helpers around jansson: a strict body parser that tells where input broke, typed
+ * field readers that name the field and the rule it broke, so API errors can say both, and
+ * the few small values the API builds everywhere. */
 #ifndef GWB_JSONX_H
 #define GWB_JSONX_H
 
@@ -87,5 +88,9 @@ char *jx_dump(const json_t *v);
 
 /* Sets key to a string, or to null when s is NULL. */
 void jx_set_str_or_null(json_t *obj, const char *key, const char *s);
+
+/* An amount of GPU as the API shows it, {"gpu_memory_mib": mem, "gpu_core_percent": core}
+ * (quotas, reservations, requests, a card's capacity). A new reference. */
+json_t *jx_gpu_pair(int64_t mem_mib, int64_t core_percent);
 
 #endif

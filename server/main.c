@@ -14,6 +14,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/prom.h"
 #include "server/api/api_audit.h"
 #include "server/api/http.h"
 #include "server/kube/kube.h"
@@ -180,9 +181,8 @@ static void write_metrics(void *arg, struct evbuffer *out)
 		kube_metrics_write(reconciler_kube(srv->recon), out);
 	api_audit_metrics(&srv->api, out);
 	if (srv->intents)
-		evbuffer_add_printf(out, "# TYPE gwb_intents_dead_lettered_total counter\n"
-					 "gwb_intents_dead_lettered_total %lld\n",
-				    (long long)intents_dead_lettered(srv->intents));
+		prom_counter(out, "gwb_intents_dead_lettered_total", NULL,
+			     intents_dead_lettered(srv->intents));
 }
 
 /* Without a queue, a submission or cancel goes straight to the reconciler. */

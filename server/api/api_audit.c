@@ -10,8 +10,10 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/jsonx.h"
 #include "lib/kobj.h"
 #include "lib/log.h"
+#include "lib/prom.h"
 #include "server/recon/jobspec.h"
 #include "server/recon/reconciler.h"
 #include "server/store/store_audit.h"
@@ -30,20 +32,14 @@ struct audit_run {
 	json_t *pods_by_task;
 };
 
-static json_t *pair(int64_t mem, int64_t core)
-{
-	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
-			 (json_int_t)core);
-}
-
 static void on_team(void *arg, const struct store_audit_team *t)
 {
 	struct audit_run *a = arg;
 	int ok = t->stored_mem == t->computed_mem && t->stored_core == t->computed_core;
 	json_array_append_new(a->teams,
 			      json_pack("{s:s, s:o, s:o, s:b}", "team", t->team, "stored",
-					pair(t->stored_mem, t->stored_core), "computed",
-					pair(t->computed_mem, t->computed_core), "ok", ok));
+					jx_gpu_pair(t->stored_mem, t->stored_core), "computed",
+					jx_gpu_pair(t->computed_mem, t->computed_core), "ok", ok));
 	a->drift += !ok;
 }
 
@@ -61,7 +57,8 @@ static void on_holding(void *arg, const struct store_audit_task *t)
 {
 	struct audit_run *a = arg;
 	json_t *what = json_pack("{s:s, s:s, s:o}", "team", t->team, "state",
-				 task_state_name(t->state), "reservation", pair(t->mem, t->core));
+				 task_state_name(t->state), "reservation",
+				 jx_gpu_pair(t->mem, t->core));
 	if (t->state != TASK_NONE && task_state_is(t->state, TASK_FINAL))
 		return problem(a, t->id, "final_holding_quota", what);
 	char job[64];
@@ -219,8 +216,8 @@ void api_audit_get(struct req *r)
 static void on_repaired(void *arg, const struct store_audit_team *t)
 {
 	json_array_append_new(arg, json_pack("{s:s, s:o, s:o}", "team", t->team, "before",
-					     pair(t->stored_mem, t->stored_core), "after",
-					     pair(t->computed_mem, t->computed_core)));
+					     jx_gpu_pair(t->stored_mem, t->stored_core), "after",
+					     jx_gpu_pair(t->computed_mem, t->computed_core)));
 }
 
 void api_audit_repair(struct req *r)
@@ -310,6 +307,5 @@ void api_audit_metrics(const struct api_ctx *api, struct evbuffer *out)
 {
 	if (!api->audit_at_ms)
 		return;
-	evbuffer_add_printf(out, "# TYPE gwb_audit_drift gauge\ngwb_audit_drift %lld\n",
-			    (long long)api->audit_drift);
+	prom_gauge(out, "gwb_audit_drift", NULL, api->audit_drift);
 }

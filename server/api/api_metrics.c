@@ -7,142 +7,121 @@
 #include <stdio.h>
 
 #include "lib/alloc.h"
+#include "lib/prom.h"
 #include "server/api/http.h"
 #include "server/recon/reconciler.h"
 
-void api_hist_observe(struct api_hist *h, double v)
-{
-	int i = 0;
-	while (i < h->nbounds && v > h->bounds[i])
-		i++;
-	h->counts[i]++;
-	h->sum += v;
-	h->count++;
-}
-
-void api_hist_write(const struct api_hist *h, const char *name, struct evbuffer *out)
-{
-	int64_t cum = 0;
-	evbuffer_add_printf(out, "# TYPE %s histogram\n", name);
-	for (int i = 0; i < h->nbounds; i++) {
-		cum += h->counts[i];
-		evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %lld\n", name, h->bounds[i],
-				    (long long)cum);
-	}
-	cum += h->counts[h->nbounds];
-	evbuffer_add_printf(out, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.6f\n%s_count %lld\n",
-			    name, (long long)cum, name, h->sum, name, (long long)h->count);
-}
-
 static void team_lines(struct evbuffer *b, json_t *teams)
 {
-	size_t i;
-	json_t *t;
-	static const char *const fields[][2] = { { "quota", "gwb_team_quota" },
+	static const char *const groups[][2] = { { "quota", "gwb_team_quota" },
 						 { "reserved", "gwb_team_reserved" } };
-	for (int f = 0; f < 2; f++) {
-		evbuffer_add_printf(b, "# TYPE %s_gpu_memory_mib gauge\n", fields[f][1]);
-		json_array_foreach(teams, i, t)
-			evbuffer_add_printf(
-				b, "%s_gpu_memory_mib{team=\"%s\"} %lld\n", fields[f][1],
-				json_string_value(json_object_get(t, "team")),
-				(long long)json_integer_value(json_object_get(
-					json_object_get(t, fields[f][0]), "gpu_memory_mib")));
-		evbuffer_add_printf(b, "# TYPE %s_gpu_core_percent gauge\n", fields[f][1]);
-		json_array_foreach(teams, i, t)
-			evbuffer_add_printf(
-				b, "%s_gpu_core_percent{team=\"%s\"} %lld\n", fields[f][1],
-				json_string_value(json_object_get(t, "team")),
-				(long long)json_integer_value(json_object_get(
-					json_object_get(t, fields[f][0]), "gpu_core_percent")));
+	static const char *const fields[] = { "gpu_memory_mib", "gpu_core_percent" };
+	for (int g = 0; g < 2; g++)
+		for (int f = 0; f < 2; f++) {
+			char name[64];
+			snprintf(name, sizeof name, "%s_%s", groups[g][1], fields[f]);
+			prom_family(b, name, PROM_GAUGE, NULL);
+			size_t i;
+			json_t *t;
+			json_array_foreach(teams, i, t) {
+				struct prom_label team = {
+					"team", json_string_value(json_object_get(t, "team")) };
+				json_t *amount = json_object_get(t, groups[g][0]);
+				json_t *v = json_object_get(amount, fields[f]);
+				prom_sample_int(b, name, &team, 1, json_integer_value(v));
+			}
+		}
+}
+
+static void task_lines(struct evbuffer *b, struct store *st)
+{
+	int64_t counts[TASK_NSTATES];
+	store_task_counts(st, counts); /* kept in memory: no scan on the loop */
+	prom_family(b, "gwb_tasks", PROM_GAUGE, NULL);
+	for (int i = 0; i < TASK_NSTATES; i++) {
+		struct prom_label state = { "state", task_state_name((enum task_state)i) };
+		prom_sample_int(b, "gwb_tasks", &state, 1, counts[i]);
 	}
+	/* Transitions since this process opened the store (a counter restarts with it); "none"
+	 * is a submission creating its task. Only the pairs that happened are written. */
+	prom_family(b, "gwb_task_transitions_total", PROM_COUNTER, NULL);
+	for (int f = -1; f < TASK_NSTATES; f++)
+		for (int t = 0; t < TASK_NSTATES; t++) {
+			int64_t n =
+				store_task_transitions(st, (enum task_state)f, (enum task_state)t);
+			struct prom_label l[2] = {
+				{ "from", f < 0 ? "none" : task_state_name((enum task_state)f) },
+				{ "to", task_state_name((enum task_state)t) },
+			};
+			if (n)
+				prom_sample_int(b, "gwb_task_transitions_total", l, 2, n);
+		}
+}
+
+/* The HTTP replies, the group commit's batches and their histograms. */
+static void http_lines(struct evbuffer *b, const struct api_ctx *api)
+{
+	prom_family(b, "gwb_http_replies_total", PROM_COUNTER, NULL);
+	for (int c = 2; c <= 5; c++) {
+		char class[4];
+		snprintf(class, sizeof class, "%dxx", c);
+		struct prom_label l = { "class", class };
+		prom_sample_int(b, "gwb_http_replies_total", &l, 1, api->replies[c]);
+	}
+	prom_counter(b, "gwb_store_batches_total", NULL, api->batches);
+	prom_counter(b, "gwb_store_batch_requests_total", NULL, api->batch_requests);
+	prom_counter(b, "gwb_store_batches_failed_total", NULL, api->batches_failed);
+	prom_counter(b, "gwb_http_replies_client_gone_total", NULL, api->replies_gone);
+	prom_hist_write(b, "gwb_store_batch_size", NULL, &api->batch_size);
+	prom_hist_write(b, "gwb_submit_duration_seconds", NULL, &api->submit_seconds);
+}
+
+/* The WAL's syncs and checkpoints. */
+static void wal_lines(struct evbuffer *b, struct store *st)
+{
+	struct store_sync_stats sy;
+	store_sync_stats(st, &sy);
+	prom_counter(b, "gwb_store_wal_syncs_total", NULL, sy.syncs);
+	prom_counter(b, "gwb_store_wal_syncs_failed_total", NULL, sy.failed);
+	prom_counter(b, "gwb_store_wal_synced_commits_total", NULL, sy.commits);
+	prom_counter_real(b, "gwb_store_wal_sync_seconds_total", NULL, sy.seconds);
+	prom_gauge(b, "gwb_store_commits_not_durable", NULL, sy.pending);
+	struct store_wal_stats w;
+	store_wal_stats(st, &w);
+	prom_gauge(b, "gwb_store_wal_bytes", NULL, w.wal_bytes);
+	prom_counter(b, "gwb_store_checkpoints_total", NULL, w.checkpoints);
+	prom_counter(b, "gwb_store_checkpoints_busy_total", NULL, w.checkpoints_busy);
+	prom_counter(b, "gwb_store_checkpoints_thread_total", NULL, w.checkpoints_thread);
+	static const struct prom_label on_loop = { "on", "loop" }, on_thread = { "on", "thread" };
+	prom_family(b, "gwb_store_checkpoint_seconds_total", PROM_COUNTER, NULL);
+	prom_sample_real(b, "gwb_store_checkpoint_seconds_total", &on_loop, 1, w.loop_seconds);
+	prom_sample_real(b, "gwb_store_checkpoint_seconds_total", &on_thread, 1, w.thread_seconds);
 }
 
 void api_metrics(struct req *r)
 {
 	struct api_ctx *api = r->api;
 	struct evbuffer *b = evbuffer_new();
-	evbuffer_add_printf(b, "# TYPE gwb_build_info gauge\ngwb_build_info{version=\"%s\","
-			       "mode=\"%s\"} 1\n",
-			    GWB_VERSION, api->cfg->mode);
-	int64_t counts[TASK_NSTATES];
-	store_task_counts(api->store, counts); /* kept in memory: no scan on the loop */
-	evbuffer_add_printf(b, "# TYPE gwb_tasks gauge\n");
-	for (int i = 0; i < TASK_NSTATES; i++)
-		evbuffer_add_printf(b, "gwb_tasks{state=\"%s\"} %lld\n",
-				    task_state_name((enum task_state)i), (long long)counts[i]);
-	/* Transitions since this process opened the store (a counter restarts with it); "none"
-	 * is a submission creating its task. Only the pairs that happened are written. */
-	evbuffer_add_printf(b, "# TYPE gwb_task_transitions_total counter\n");
-	for (int f = -1; f < TASK_NSTATES; f++)
-		for (int t = 0; t < TASK_NSTATES; t++) {
-			int64_t n = store_task_transitions(api->store, (enum task_state)f,
-							   (enum task_state)t);
-			if (n)
-				evbuffer_add_printf(
-					b, "gwb_task_transitions_total{from=\"%s\",to=\"%s\"} %lld\n",
-					f < 0 ? "none" : task_state_name((enum task_state)f),
-					task_state_name((enum task_state)t), (long long)n);
-		}
-	json_t *teams = store_teams_json(api->store); /* team names are DNS labels: no escaping */
+	const struct prom_label build[2] = { { "version", GWB_VERSION },
+					     { "mode", api->cfg->mode } };
+	prom_family(b, "gwb_build_info", PROM_GAUGE, NULL);
+	prom_sample_int(b, "gwb_build_info", build, 2, 1);
+	task_lines(b, api->store);
+	json_t *teams = store_teams_json(api->store);
 	team_lines(b, teams);
 	json_decref(teams);
 	int64_t unpublished;
 	if (store_outbox_unpublished_count(api->store, &unpublished) == 0)
-		evbuffer_add_printf(b, "# TYPE gwb_outbox_unpublished gauge\n"
-				       "gwb_outbox_unpublished %lld\n",
-				    (long long)unpublished);
-	if (api->recon)
-		evbuffer_add_printf(b, "# TYPE gwb_kube_picture_fresh gauge\ngwb_kube_picture_fresh %d\n"
-				       "# TYPE gwb_kube_reachable gauge\ngwb_kube_reachable %d\n",
-				    reconciler_fresh(api->recon), reconciler_reachable(api->recon));
+		prom_gauge(b, "gwb_outbox_unpublished", NULL, unpublished);
+	if (api->recon) {
+		prom_gauge(b, "gwb_kube_picture_fresh", NULL, reconciler_fresh(api->recon));
+		prom_gauge(b, "gwb_kube_reachable", NULL, reconciler_reachable(api->recon));
+	}
 	if (api->metrics)
 		api->metrics(api->metrics_arg, b);
-	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
-	for (int c = 2; c <= 5; c++)
-		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,
-				    (long long)api->replies[c]);
-	evbuffer_add_printf(b, "# TYPE gwb_store_batches_total counter\ngwb_store_batches_total %lld\n"
-			       "# TYPE gwb_store_batch_requests_total counter\n"
-			       "gwb_store_batch_requests_total %lld\n"
-			       "# TYPE gwb_store_batches_failed_total counter\n"
-			       "gwb_store_batches_failed_total %lld\n"
-			       "# TYPE gwb_http_replies_client_gone_total counter\n"
-			       "gwb_http_replies_client_gone_total %lld\n",
-			    (long long)api->batches, (long long)api->batch_requests,
-			    (long long)api->batches_failed, (long long)api->replies_gone);
-	api_hist_write(&api->batch_size, "gwb_store_batch_size", b);
-	api_hist_write(&api->submit_seconds, "gwb_submit_duration_seconds", b);
-	struct store_sync_stats sy;
-	store_sync_stats(api->store, &sy);
-	evbuffer_add_printf(b, "# TYPE gwb_store_wal_syncs_total counter\ngwb_store_wal_syncs_total %lld\n"
-			       "# TYPE gwb_store_wal_syncs_failed_total counter\n"
-			       "gwb_store_wal_syncs_failed_total %lld\n"
-			       "# TYPE gwb_store_wal_synced_commits_total counter\n"
-			       "gwb_store_wal_synced_commits_total %lld\n"
-			       "# TYPE gwb_store_wal_sync_seconds_total counter\n"
-			       "gwb_store_wal_sync_seconds_total %.6f\n"
-			       "# TYPE gwb_store_commits_not_durable gauge\n"
-			       "gwb_store_commits_not_durable %lld\n",
-			    (long long)sy.syncs, (long long)sy.failed, (long long)sy.commits, sy.seconds,
-			    (long long)sy.pending);
-	struct store_wal_stats w;
-	store_wal_stats(api->store, &w);
-	evbuffer_add_printf(b, "# TYPE gwb_store_wal_bytes gauge\ngwb_store_wal_bytes %lld\n"
-			       "# TYPE gwb_store_checkpoints_total counter\n"
-			       "gwb_store_checkpoints_total %lld\n"
-			       "# TYPE gwb_store_checkpoints_busy_total counter\n"
-			       "gwb_store_checkpoints_busy_total %lld\n"
-			       "# TYPE gwb_store_checkpoints_thread_total counter\n"
-			       "gwb_store_checkpoints_thread_total %lld\n"
-			       "# TYPE gwb_store_checkpoint_seconds_total counter\n"
-			       "gwb_store_checkpoint_seconds_total{on=\"loop\"} %.6f\n"
-			       "gwb_store_checkpoint_seconds_total{on=\"thread\"} %.6f\n",
-			    (long long)w.wal_bytes, (long long)w.checkpoints,
-			    (long long)w.checkpoints_busy, (long long)w.checkpoints_thread,
-			    w.loop_seconds, w.thread_seconds);
-	evbuffer_add_printf(b, "# TYPE gwb_alloc_bytes gauge\ngwb_alloc_bytes %zu\n",
-			    gwb_alloc_bytes());
+	http_lines(b, api);
+	wal_lines(b, api->store);
+	prom_gauge(b, "gwb_alloc_bytes", NULL, (int64_t)gwb_alloc_bytes());
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
 			  "text/plain; version=0.0.4");
 	api->replies[2]++;

@@ -10,6 +10,7 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/dnslabel.h"
 #include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
@@ -46,13 +47,7 @@ static const char *const experiment_values[] = { "normal", "overlimit", NULL };
 
 int api_valid_team(const char *s)
 {
-	size_t n = strlen(s);
-	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return 0;
-	return 1;
+	return dnslabel_is(s);
 }
 
 int api_valid_task_id(const char *s)
@@ -173,12 +168,6 @@ static void fingerprint(const struct task_req *q, char out[65])
 	out[2 * SHA256_DIGEST_LENGTH] = '\0';
 }
 
-static json_t *pair(int64_t mem, int64_t core)
-{
-	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
-			 (json_int_t)core);
-}
-
 /* The task's detail view as the body of status: written as text when it can be, else
  * built and dumped (the same bytes either way). */
 static void reply_view(struct req *r, int status, const struct task *t)
@@ -216,9 +205,9 @@ static void reply_submit_error(struct req *r, int rc, const struct task_req *q,
 		return http_reply_error(
 			r, 403, "quota_exceeded", "the team's quota cannot hold this task",
 			json_pack("{s:s, s:o, s:o, s:o}", "team", q->team, "requested",
-				  pair(res->req_mem, res->req_core), "reserved",
-				  pair(res->reserved_mem, res->reserved_core), "quota",
-				  pair(res->quota_mem, res->quota_core)));
+				  jx_gpu_pair(res->req_mem, res->req_core), "reserved",
+				  jx_gpu_pair(res->reserved_mem, res->reserved_core), "quota",
+				  jx_gpu_pair(res->quota_mem, res->quota_core)));
 	case GWB_ECONFLICT:
 		return http_reply_error(
 			r, 409, "idempotency_key_reused",
@@ -283,7 +272,8 @@ static void dry_run(struct req *r, const struct task_req *q)
 	int64_t mem = q->gpu_memory_mib * q->gpu_count, core = q->gpu_core_percent * q->gpu_count;
 	int admitted = rm + mem <= qm && rc + core <= qc;
 	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", admitted, "requested",
-				  pair(mem, core), "reserved", pair(rm, rc), "quota", pair(qm, qc));
+				  jx_gpu_pair(mem, core), "reserved", jx_gpu_pair(rm, rc), "quota",
+				  jx_gpu_pair(qm, qc));
 	if (!admitted)
 		json_object_set_new(quota, "code", json_string("quota_exceeded"));
 	const char *strategy = r->api->cfg->predict_strategy;

@@ -130,8 +130,8 @@ static void reply_buf(struct req *r, int status, struct evbuffer *buf)
 	if (status >= 200 && status < 600)
 		r->api->replies[status / 100]++;
 	if (r->is_submit)
-		api_hist_observe(&r->api->submit_seconds,
-				 (double)(clock_mono_us() - r->t0_us) / 1e6);
+		prom_hist_observe(&r->api->submit_seconds,
+				  (double)(clock_mono_us() - r->t0_us) / 1e6);
 	evhttp_send_reply(r->ev, status, NULL, buf);
 	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
 	evbuffer_free(buf);
@@ -591,7 +591,7 @@ static void batch_run(struct api_ctx *api)
 	}
 	api->batches++;
 	api->batch_requests += n;
-	api_hist_observe(&api->batch_size, n);
+	prom_hist_observe(&api->batch_size, n);
 	if (rc) {
 		api->batches_failed++;
 		log_warn("http", "batch_failed", "size=%d error=%s db=%s", n, err_name(rc),
@@ -741,10 +741,10 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 	mallopt(M_TRIM_THRESHOLD, HTTP_HEAP_KEEP);
 	api->pend_head = NULL;
 	api->pend_tail = &api->pend_head;
-	api->batch_size.bounds = batch_bounds;
-	api->batch_size.nbounds = (int)(sizeof batch_bounds / sizeof batch_bounds[0]);
-	api->submit_seconds.bounds = submit_bounds;
-	api->submit_seconds.nbounds = (int)(sizeof submit_bounds / sizeof submit_bounds[0]);
+	prom_hist_init(&api->batch_size, batch_bounds,
+		       (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
+	prom_hist_init(&api->submit_seconds, submit_bounds,
+		       (int)(sizeof submit_bounds / sizeof submit_bounds[0]));
 	api->flush_ev = event_new(api->base, -1, 0, on_flush, api);
 	api->wait_head = NULL;
 	api->wait_tail = &api->wait_head;

@@ -10,26 +10,13 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "lib/prom.h"
 #include "server/server.h"
 #include "server/store/store.h"
 
 struct reconciler;
 struct ratelimit;
 struct http_deferred;
-
-/* A Prometheus histogram with fixed bucket bounds (ascending, the last +Inf implied). */
-#define API_HIST_MAX 16
-struct api_hist {
-	const double *bounds;
-	int nbounds;                    /* <= API_HIST_MAX - 1 */
-	int64_t counts[API_HIST_MAX];   /* per bucket, not cumulative; [nbounds] is +Inf */
-	double sum;
-	int64_t count;
-};
-/* Counts value v into h. */
-void api_hist_observe(struct api_hist *h, double v);
-/* Appends h as Prometheus text (cumulative buckets, _sum, _count) named name to out. */
-void api_hist_write(const struct api_hist *h, const char *name, struct evbuffer *out);
 
 /* The HTTP API's narrow context, filled by main.c before http_start and kept alive until
  * after http_stop. */
@@ -94,8 +81,8 @@ struct api_ctx {
 		struct http_deferred *list;
 	} *wait_head, **wait_tail;
 	struct event *sync_ev;
-	struct api_hist batch_size;      /* decisions per batch */
-	struct api_hist submit_seconds;  /* POST /v1/tasks: arrival to reply */
+	struct prom_hist batch_size;     /* decisions per batch */
+	struct prom_hist submit_seconds; /* POST /v1/tasks: arrival to reply */
 };
 
 /* Binds the HTTP API on api->cfg->listen and fills api->url with the real address. 0, or a

@@ -18,6 +18,7 @@
 #include "lib/err.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
+#include "lib/prom.h"
 #include "server/kube/kubeflow.h"
 #include "server/server.h"
 
@@ -29,26 +30,10 @@
 /* Counters of requests by (verb, code), at most; more pairs are counted under the last. */
 #define KUBE_MAX_CODES 64
 
-/* A Prometheus histogram of seconds. */
-#define HIST_N 14
-static const double hist_bounds[HIST_N] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-					    1,	   2.5,	 5,	10,    30,  60,	 120 };
-struct hist {
-	int64_t counts[HIST_N + 1]; /* the last: above every bound */
-	int64_t n;
-	double sum;
-};
-
-static void hist_observe(struct hist *h, int64_t ms)
-{
-	double s = (double)ms / 1000.0;
-	int i = 0;
-	while (i < HIST_N && s > hist_bounds[i])
-		i++;
-	h->counts[i]++;
-	h->n++;
-	h->sum += s;
-}
+/* The request histograms' bounds, in seconds. */
+static const double hist_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+				      1,     2.5,  5,     10,   30,  60,  120 };
+#define HIST_N ((int)(sizeof hist_bounds / sizeof hist_bounds[0]))
 
 enum kreq_state { KR_QUEUED, KR_SENT };
 
@@ -106,7 +91,7 @@ struct kube {
 	} codes[KUBE_MAX_CODES];
 	int ncodes;
 	int64_t retried_429;
-	struct hist duration, wait;
+	struct prom_hist duration, wait; /* seconds */
 };
 
 static void dup_auth(struct kube_auth *dst, const struct kube_auth *src)
@@ -287,7 +272,7 @@ static void send_req(struct kube *k, struct kreq *r, int64_t now)
 	kubeflow_remove(&k->queue, &r->qi);
 	r->state = KR_SENT;
 	r->sent_ms = now;
-	hist_observe(&k->wait, now - r->queued_ms);
+	prom_hist_observe(&k->wait, (double)(now - r->queued_ms) / 1000.0);
 	if (r->is_watch) {
 		k->watches++;
 	} else {
@@ -367,7 +352,7 @@ static void finish(struct kube *k, struct kreq *r, CURLcode cc)
 		k->watches--;
 	} else {
 		k->inflight--;
-		hist_observe(&k->duration, now - r->sent_ms);
+		prom_hist_observe(&k->duration, (double)(now - r->sent_ms) / 1000.0);
 	}
 	count_code(k, r->verb, cc == CURLE_OK ? status : 0);
 	if (cc == CURLE_OK && status == 429 && requeue_throttled(k, r))
@@ -429,45 +414,26 @@ void kube_set_flow(struct kube *k, int max_inflight, double qps, int burst)
 	curl_multi_setopt(k->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
 }
 
-static void hist_write(struct evbuffer *b, const char *name, const struct hist *h)
-{
-	evbuffer_add_printf(b, "# TYPE %s histogram\n", name);
-	int64_t cum = 0;
-	for (int i = 0; i < HIST_N; i++) {
-		cum += h->counts[i];
-		evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %" PRId64 "\n", name, hist_bounds[i],
-				    cum);
-	}
-	evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %" PRId64 "\n%s_sum %.6f\n%s_count %" PRId64
-			       "\n",
-			    name, h->n, name, h->sum, name, h->n);
-}
-
 void kube_metrics_write(const struct kube *k, struct evbuffer *b)
 {
-	evbuffer_add_printf(b, "# TYPE gwb_kube_requests_total counter\n");
+	prom_family(b, "gwb_kube_requests_total", PROM_COUNTER, NULL);
 	for (int i = 0; i < k->ncodes; i++) {
 		char code[16];
 		if (k->codes[i].code)
 			snprintf(code, sizeof code, "%ld", k->codes[i].code);
 		else
 			snprintf(code, sizeof code, "error");
-		evbuffer_add_printf(b, "gwb_kube_requests_total{verb=\"%s\",code=\"%s\"} %" PRId64
-				       "\n",
-				    kubeflow_verb_name(k->codes[i].verb), code, k->codes[i].n);
+		struct prom_label l[2] = { { "verb", kubeflow_verb_name(k->codes[i].verb) },
+					   { "code", code } };
+		prom_sample_int(b, "gwb_kube_requests_total", l, 2, k->codes[i].n);
 	}
-	evbuffer_add_printf(b,
-			    "# TYPE gwb_kube_requests_inflight gauge\ngwb_kube_requests_inflight %d\n"
-			    "# TYPE gwb_kube_requests_max_inflight gauge\n"
-			    "gwb_kube_requests_max_inflight %d\n"
-			    "# TYPE gwb_kube_watches_open gauge\ngwb_kube_watches_open %d\n"
-			    "# TYPE gwb_kube_request_queue_depth gauge\n"
-			    "gwb_kube_request_queue_depth %d\n"
-			    "# TYPE gwb_kube_throttled_retries_total counter\n"
-			    "gwb_kube_throttled_retries_total %" PRId64 "\n",
-			    k->inflight, k->max_inflight, k->watches, k->queue.depth, k->retried_429);
-	hist_write(b, "gwb_kube_request_duration_seconds", &k->duration);
-	hist_write(b, "gwb_kube_request_queue_wait_seconds", &k->wait);
+	prom_gauge(b, "gwb_kube_requests_inflight", NULL, k->inflight);
+	prom_gauge(b, "gwb_kube_requests_max_inflight", NULL, k->max_inflight);
+	prom_gauge(b, "gwb_kube_watches_open", NULL, k->watches);
+	prom_gauge(b, "gwb_kube_request_queue_depth", NULL, k->queue.depth);
+	prom_counter(b, "gwb_kube_throttled_retries_total", NULL, k->retried_429);
+	prom_hist_write(b, "gwb_kube_request_duration_seconds", NULL, &k->duration);
+	prom_hist_write(b, "gwb_kube_request_queue_wait_seconds", NULL, &k->wait);
 }
 
 /* The safe point: finished transfers report, watches deliver, cancelled ones are freed, and
@@ -747,6 +713,8 @@ int kube_new(struct kube **out, struct event_base *base, const struct kube_auth 
 	struct kube *k = gwb_calloc(1, sizeof *k);
 	k->base = base;
 	k->reachable = 1;
+	prom_hist_init(&k->duration, hist_bounds, HIST_N);
+	prom_hist_init(&k->wait, hist_bounds, HIST_N);
 	dup_auth(&k->auth, auth);
 	k->multi = curl_multi_init();
 	k->timer = evtimer_new(base, on_timer, k);

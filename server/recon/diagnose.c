@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/devalloc.h"
+#include "lib/jsonx.h"
 #include "lib/kobj.h"
 #include "lib/quantity.h"
 
@@ -105,12 +106,6 @@ void diag_cards_build(struct diag_cards *out, const json_t *devices, const json_
 		add_pod(out, v);
 }
 
-static json_t *pair(int64_t mem, int64_t core)
-{
-	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
-			 (json_int_t)core);
-}
-
 static int64_t free_mem(const struct diag_card *c)
 {
 	return c->healthy && c->mem_total_mib > c->mem_used_mib ? c->mem_total_mib - c->mem_used_mib
@@ -134,9 +129,9 @@ static json_t *card_json(const struct diag_card *c)
 	return json_pack("{s:s, s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "node", c->node, "minor",
 			 c->minor, "id", c->id, "healthy", c->healthy, "health_reason",
 			 c->healthy ? json_null() : json_string(c->health_reason), "total",
-			 pair(c->mem_total_mib, c->core_total), "allocated",
-			 pair(c->mem_used_mib, c->core_used), "free",
-			 pair(free_mem(c), free_core(c)), "tasks", tasks);
+			 jx_gpu_pair(c->mem_total_mib, c->core_total), "allocated",
+			 jx_gpu_pair(c->mem_used_mib, c->core_used), "free",
+			 jx_gpu_pair(free_mem(c), free_core(c)), "tasks", tasks);
 }
 
 json_t *diag_cards_json(const struct diag_cards *cards)
@@ -320,8 +315,8 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 			 (long long)total_free, (long long)total_free_core, frees, mem, core, per, unb);
 	}
 	json_t *quota = json_pack("{s:b, s:o, s:o, s:s}", "ok", 1, "reserved",
-				  pair(r->team_reserved_mem, r->team_reserved_core), "quota",
-				  pair(r->team_quota_mem, r->team_quota_core), "note",
+				  jx_gpu_pair(r->team_reserved_mem, r->team_reserved_core), "quota",
+				  jx_gpu_pair(r->team_quota_mem, r->team_quota_core), "note",
 				  "the task's quota is already reserved: the team quota admitted it");
 	return json_pack("{s:s, s:s, s:{s:I, s:I, s:I}, s:o, s:{s:i, s:i, s:i, s:I, s:I, s:I}, "
 			 "s:o}",

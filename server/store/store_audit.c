@@ -77,12 +77,6 @@ int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 	return step == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
-static json_t *pair(int64_t mem, int64_t core)
-{
-	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
-			 (json_int_t)core);
-}
-
 /* Reads every team that drifted into *out (a new array of
  * [name, stored mem, stored core, computed mem, computed core]), so the updates never run
  * under an open SELECT of the same table. 0 or GWB_EDB. */
@@ -121,8 +115,9 @@ static int repair_one(struct store *s, const struct store_audit_team *t, int64_t
 	int rc = store_step_done(s, st);
 	if (rc)
 		return rc;
-	json_t *detail = json_pack("{s:o, s:o}", "stored", pair(t->stored_mem, t->stored_core),
-				   "computed", pair(t->computed_mem, t->computed_core));
+	json_t *detail =
+		json_pack("{s:o, s:o}", "stored", jx_gpu_pair(t->stored_mem, t->stored_core),
+			  "computed", jx_gpu_pair(t->computed_mem, t->computed_core));
 	char *text = jx_dump(detail);
 	json_decref(detail);
 	st = store_stmt(s, "INSERT INTO team_events (team, ts, type, detail) VALUES (?, ?, "

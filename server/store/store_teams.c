@@ -6,6 +6,7 @@
 
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/jsonx.h"
 #include "server/store/store_internal.h"
 
 /* Forgets every remembered token: a token changed (or may have). */
@@ -93,12 +94,6 @@ out:
 	"token_hash IS NOT NULL, created_at, updated_at, (SELECT COUNT(*) FROM tasks t WHERE " \
 	"t.team = teams.name AND t.state IN (SELECT value FROM json_each(?9))) FROM teams "
 
-static json_t *pair(int64_t mem, int64_t core)
-{
-	return json_pack("{s:I, s:I}", "gpu_memory_mib", (json_int_t)mem, "gpu_core_percent",
-			 (json_int_t)core);
-}
-
 static json_t *team_row_json(sqlite3_stmt *st)
 {
 	int64_t qm = sqlite3_column_int64(st, 1), qc = sqlite3_column_int64(st, 2);
@@ -108,8 +103,9 @@ static json_t *team_row_json(sqlite3_stmt *st)
 	clock_fmt_rfc3339_ms(sqlite3_column_int64(st, 7), updated, sizeof updated);
 	/* available never goes below zero: a lowered quota shows 0, not a negative budget. */
 	return json_pack("{s:s, s:o, s:o, s:o, s:I, s:b, s:s, s:s}", "team",
-			 store_col_text(st, 0), "quota", pair(qm, qc), "reserved", pair(rm, rc),
-			 "available", pair(qm > rm ? qm - rm : 0, qc > rc ? qc - rc : 0),
+			 store_col_text(st, 0), "quota", jx_gpu_pair(qm, qc), "reserved",
+			 jx_gpu_pair(rm, rc),
+			 "available", jx_gpu_pair(qm > rm ? qm - rm : 0, qc > rc ? qc - rc : 0),
 			 "active_tasks", (json_int_t)sqlite3_column_int64(st, 8), "has_token",
 			 sqlite3_column_int(st, 5), "created_at", created, "updated_at", updated);
 }

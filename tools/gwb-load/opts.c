@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/dnslabel.h"
+
 static const char usage_text[] =
     "usage: gwb-load --url URL --token T [--connections N] [--rate R | --closed]\n"
     "                [--duration S | --count N] [--teams a,b] [--mix submit=90,replay=5,cancel=5]\n"
@@ -86,24 +88,14 @@ static int parse_double(const char *s, double min, double max, double *out)
 	return 0;
 }
 
-/* Team names as the API takes them: a DNS label. */
-static int valid_team(const char *s, size_t n)
-{
-	if (n < 1 || n > 63)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return 0;
-	return 1;
-}
-
 static int parse_teams(struct load_opts *o, const char *v, char *err, size_t errlen)
 {
 	o->nteams = 0;
 	for (const char *p = v;;) {
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
-		if (!valid_team(p, n))
+		/* The characters and length of a team name; the server has the last word. */
+		if (!dnslabel_valid(p, n, DNSLABEL_MAX, DNSLABEL_EDGE_HYPHEN))
 			return fail(err, errlen, "teams",
 			            "each team is 1-63 of a-z, 0-9 and '-', separated by commas");
 		if (o->nteams == OPTS_TEAMS_MAX)

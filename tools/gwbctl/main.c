@@ -15,6 +15,7 @@
 #include "lib/addr.h"
 #include "lib/alloc.h"
 #include "lib/clock.h"
+#include "lib/dnslabel.h"
 #include "lib/httpc.h"
 #include "tools/gwbctl/intents.h"
 #include "tools/gwbctl/show.h"
@@ -246,15 +247,11 @@ static int int_flag(const struct flag *flags, const char *cmd, const char *name,
 	return 0;
 }
 
-/* Path segment check: ids and team names are URL-safe by the API's rules. */
+/* Path segment check: ids and team names are made of a DNS label's characters (1-64 of them,
+ * '-' anywhere), so they need no escaping in a URL; the server checks its exact rule. */
 static int url_safe(const char *s)
 {
-	if (!s[0] || strlen(s) > 64)
-		return 0;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
-			return 0;
-	return 1;
+	return dnslabel_valid(s, strlen(s), 64, DNSLABEL_EDGE_HYPHEN);
 }
 
 /* ---- HTTP ---- */

@@ -211,6 +211,19 @@ TEST(jx_field_readers_are_strict)
 	json_decref(o);
 }
 
+TEST(jx_gpu_pair_is_the_api_amount)
+{
+	json_t *p = jx_gpu_pair(40960, 800);
+	char *d = jx_dump(p);
+	CHECK_STR(d, "{\"gpu_core_percent\":800,\"gpu_memory_mib\":40960}");
+	gwb_free(d);
+	json_decref(p);
+	p = jx_gpu_pair(INT64_MAX, 0);
+	CHECK_INT(json_integer_value(json_object_get(p, "gpu_memory_mib")), INT64_MAX);
+	CHECK_INT(json_object_size(p), 2);
+	json_decref(p);
+}
+
 TEST(clock_rfc3339_round_trip)
 {
 	char buf[40];
