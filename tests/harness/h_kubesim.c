@@ -70,6 +70,7 @@ void h_kubesim_start(struct h_kubesim *k)
 				 k->state, "--control-socket", k->ctl, "--worker", k->worker,
 				 "--log-level", "debug" };
 	int n = 11;
+	h_need_exec(k->worker);
 	for (int i = 0; k->args[i] && n < 47; i++)
 		argv[n++] = k->args[i];
 	argv[n] = NULL;
@@ -226,6 +227,8 @@ long h_kubesim_ctl(const struct h_kubesim *k, const char *method, const char *pa
 
 static pid_t kubectl_spawn(const struct h_kubesim *k, int outfd, const char *const *args)
 {
+	h_need_exec("timeout");
+	h_need_exec("kubectl");
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid != 0)

@@ -106,10 +106,7 @@ TEST_T(nodemetric_and_nodeslo, 30)
 
 TEST_T(real_worker_overlimit_exit42, 40)
 {
-	if (access(h_bin("gwb-worker"), X_OK) != 0) {
-		t_log("no %s: case skipped", h_bin("gwb-worker"));
-		return;
-	}
+	h_need_exec(h_bin("gwb-worker"));
 	struct h_kubesim k;
 	h_kubesim_init(&k);
 	snprintf(k.worker, sizeof k.worker, "%s", h_bin("gwb-worker"));
