@@ -132,7 +132,7 @@ static int peer_handle(struct pconn *c, const char *method, const char *path)
 	if (strcmp(last, "hang") == 0)
 		return 0;
 	if (strncmp(last, "delay", 5) == 0) {
-		int ms = atoi(last + 5);
+		int ms = (int)strtol(last + 5, NULL, 10);
 		struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 		if (!c->later)
 			c->later = evtimer_new(p->base, on_later, c);
@@ -144,7 +144,7 @@ static int peer_handle(struct pconn *c, const char *method, const char *path)
 		peer_answer(c, 429);
 		return 0;
 	}
-	peer_answer(c, last[0] == 's' ? atoi(last + 1) : 200);
+	peer_answer(c, last[0] == 's' ? (int)strtol(last + 1, NULL, 10) : 200);
 	return 0;
 }
 
@@ -166,7 +166,7 @@ static void on_peer_read(struct bufferevent *bev, void *arg)
 		head[hl] = '\0';
 		char clen[32];
 		header_value(head, "\r\nContent-Length:", clen, sizeof clen);
-		size_t bl = (size_t)atol(clen);
+		size_t bl = (size_t)strtoul(clen, NULL, 10);
 		if (evbuffer_get_length(in) < hl + bl)
 			return;
 		evbuffer_drain(in, hl);
