@@ -44,6 +44,7 @@ struct peer {
 	char auth[256];           /* the last Authorization header */
 	char ctype[128];          /* the last Content-Type header */
 	char body[512];           /* the last request body */
+	struct pconn *conns;      /* open connections */
 };
 
 struct pconn {
@@ -52,10 +53,17 @@ struct pconn {
 	struct event *later; /* a delayed answer */
 	int waiting;         /* a request read and not answered */
 	int close_written;   /* close once the output is written (a watch's end) */
+	struct pconn *next;
 };
 
 static void pconn_close(struct pconn *c)
 {
+	for (struct pconn **pp = &c->p->conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
 	if (c->waiting)
 		c->p->outstanding--;
 	if (c->later)
@@ -212,6 +220,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	struct peer *p = arg;
 	struct pconn *c = gwb_calloc(1, sizeof *c);
 	c->p = p;
+	c->next = p->conns;
+	p->conns = c;
 	c->bev = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(c->bev, on_peer_read, on_peer_write, on_peer_event, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -308,6 +318,8 @@ static void fixture_start(struct fixture *f)
 static void fixture_stop(struct fixture *f)
 {
 	kube_free(f->k);
+	while (f->peer.conns)
+		pconn_close(f->peer.conns);
 	evconnlistener_free(f->peer.l);
 	event_base_free(f->base);
 }
@@ -642,15 +654,15 @@ TEST(kube_time_out_counts_from_the_send_not_the_queue)
 	kube_set_flow(f.k, 1, 1000, 1000);
 	struct call slow, waiting;
 	int64_t t0 = clock_mono_ms();
-	request(f.k, "POST", CM "/delay500", NULL, 5000, &slow);
-	/* Waits behind the slow one for about 500 ms, longer than its own 200 ms time-out. */
-	request(f.k, "POST", CM "/s201", NULL, 200, &waiting);
+	request(f.k, "POST", CM "/delay900", NULL, 5000, &slow);
+	/* Waits behind the slow one for about 900 ms, longer than its own 300 ms time-out. */
+	request(f.k, "POST", CM "/s201", NULL, 300, &waiting);
 	run_until(f.base, &ended, 2, 5000, 0);
 	CHECK_INT(slow.outcome, KUBE_OK);
 	CHECKF(waiting.outcome == KUBE_OK, "queued request: outcome %d (%s)", waiting.outcome,
 	       waiting.reason);
 	CHECK_INT(waiting.status, 201);
-	CHECKF(waiting.at_ms - t0 >= 450, "the queued request ended after %lld ms: not queued",
+	CHECKF(waiting.at_ms - t0 >= 850, "the queued request ended after %lld ms: not queued",
 	       (long long)(waiting.at_ms - t0));
 	fixture_stop(&f);
 }

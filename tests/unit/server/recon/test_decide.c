@@ -186,7 +186,7 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-TEST(decide_fixtures)
+TEST(decide_each_fixture_meets_its_expectations)
 {
 	DIR *d = opendir(FIXTURES);
 	CHECKF(d != NULL, "cannot open %s (run from the repository root)", FIXTURES);
