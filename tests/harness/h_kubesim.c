@@ -70,7 +70,6 @@ void h_kubesim_start(struct h_kubesim *k)
 				 k->state, "--control-socket", k->ctl, "--worker", k->worker,
 				 "--log-level", "debug" };
 	int n = 11;
-	h_need_exec(k->worker);
 	for (int i = 0; k->args[i] && n < 47; i++)
 		argv[n++] = k->args[i];
 	argv[n] = NULL;
@@ -506,6 +505,7 @@ void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesi
 {
 	h_kubesim_init(&st->ks);
 	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(st->ks.worker);
 	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
 		st->ks.args[i] = kubesim_flags[i];
 	h_kubesim_start(&st->ks);
