@@ -723,6 +723,53 @@ TEST(kube_room_watcher_fires_from_the_loop_when_room_comes_back)
 	fixture_stop(&f);
 }
 
+/* ---- metrics ---- */
+
+static int has_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = strstr(text, line); p; p = strstr(p + 1, line))
+		if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+TEST(kube_metrics_count_each_send_by_verb_and_code)
+{
+	struct fixture f;
+	fixture_start(&f);
+	f.peer.throttle = 1;
+	struct call c[4];
+	request(f.k, "POST", CM "/s201", NULL, 5000, &c[0]);
+	request(f.k, "POST", CM "/throttle", NULL, 5000, &c[1]);
+	request(f.k, "GET", CM "/s404", NULL, 5000, &c[2]);
+	request(f.k, "DELETE", CM "/close", NULL, 5000, &c[3]);
+	run_until(f.base, &ended, 4, 5000, 0);
+	struct evbuffer *b = evbuffer_new();
+	kube_metrics_write(f.k, b);
+	evbuffer_add(b, "", 1);
+	const char *text = (const char *)evbuffer_pullup(b, -1);
+	static const char *const want[] = {
+		"# TYPE gwb_kube_requests_total counter",
+		"gwb_kube_requests_total{verb=\"create\",code=\"201\"} 1",
+		"gwb_kube_requests_total{verb=\"create\",code=\"429\"} 1",
+		"gwb_kube_requests_total{verb=\"create\",code=\"200\"} 1",
+		"gwb_kube_requests_total{verb=\"get\",code=\"404\"} 1",
+		"gwb_kube_requests_total{verb=\"delete\",code=\"error\"} 1",
+		"gwb_kube_requests_inflight 0",
+		"gwb_kube_request_queue_depth 0",
+		"gwb_kube_throttled_retries_total 1",
+		"# TYPE gwb_kube_request_duration_seconds histogram",
+		"gwb_kube_request_duration_seconds_count 5",
+		"gwb_kube_request_duration_seconds_bucket{le=\"+Inf\"} 5",
+		"gwb_kube_request_queue_wait_seconds_count 5",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		CHECKF(has_line(text, want[i]), "no line \"%s\" in:\n%s", want[i], text);
+	evbuffer_free(b);
+	fixture_stop(&f);
+}
+
 /* ---- a watch ---- */
 
 struct watch_seen {
