@@ -36,15 +36,15 @@ struct peer {
 	struct event_base *base;
 	struct evconnlistener *l;
 	int port;
-	int received;             /* requests read */
+	int received;                     /* requests read */
 	int outstanding, max_outstanding; /* read and not yet answered (or closed) */
-	int throttle;             /* 429s still to answer to "throttle" */
+	int throttle;                     /* 429s still to answer to "throttle" */
 	int nlog;
-	char log[PEER_LOG][160];  /* "METHOD path" in arrival order */
-	char auth[256];           /* the last Authorization header */
-	char ctype[128];          /* the last Content-Type header */
-	char body[512];           /* the last request body */
-	struct pconn *conns;      /* open connections */
+	char log[PEER_LOG][160];          /* "METHOD path" in arrival order */
+	char auth[256];                   /* the last Authorization header */
+	char ctype[128];                  /* the last Content-Type header */
+	char body[512];                   /* the last request body */
+	struct pconn *conns;              /* open connections */
 };
 
 struct pconn {
@@ -262,13 +262,13 @@ static int closed_port(void)
 
 struct call {
 	long id;
-	int fired;           /* callbacks so far */
-	int fired_in_call;   /* a callback came from inside a call of the client */
+	int fired;         /* callbacks so far */
+	int fired_in_call; /* a callback came from inside a call of the client */
 	enum kube_outcome outcome;
 	long status;
 	char reason[160];
 	char body_kind[32];
-	int64_t at_ms;       /* when it ended */
+	int64_t at_ms;     /* when it ended */
 };
 
 static int in_call; /* 1 while the test is inside a call of the client's API */
