@@ -258,6 +258,7 @@ int main(void)
 	h_redis_start(&redis);
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(ks.worker);
 	/* GWB_BENCH_KUBESIM_ARGS: extra kubesim flags, split at spaces (at most 16). */
 	static char ks_args[1024];
 	e = getenv("GWB_BENCH_KUBESIM_ARGS");

@@ -226,6 +226,8 @@ long h_kubesim_ctl(const struct h_kubesim *k, const char *method, const char *pa
 
 static pid_t kubectl_spawn(const struct h_kubesim *k, int outfd, const char *const *args)
 {
+	h_need_exec("timeout");
+	h_need_exec("kubectl");
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid != 0)
@@ -503,6 +505,7 @@ void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesi
 {
 	h_kubesim_init(&st->ks);
 	snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(st->ks.worker);
 	for (int i = 0; kubesim_flags && kubesim_flags[i] && i < 31; i++)
 		st->ks.args[i] = kubesim_flags[i];
 	h_kubesim_start(&st->ks);

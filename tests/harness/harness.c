@@ -41,6 +41,31 @@ const char *h_bin(const char *name)
 	return ring_fmt(dir && dir[0] ? dir : "bin", name);
 }
 
+static int can_exec(const char *prog)
+{
+	if (strchr(prog, '/'))
+		return access(prog, X_OK) == 0;
+	const char *path = getenv("PATH");
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		char cand[PATH_MAX];
+		snprintf(cand, sizeof cand, "%.*s/%s", (int)n, n ? p : ".", prog);
+		if (access(cand, X_OK) == 0)
+			return 1;
+		p += n + (colon != NULL);
+	}
+	return 0;
+}
+
+void h_need_exec(const char *prog)
+{
+	if (!can_exec(prog))
+		t_fail(__FILE__, __LINE__, "%s: not found or not executable (build it with make all, "
+					   "or install it with make deps: no case is skipped)",
+		       prog);
+}
+
 static void rm_tmpdir(void *arg)
 {
 	(void)arg;
@@ -271,6 +296,7 @@ int h_proc_start(struct h_proc *p, const char *const *argv, const char *const *e
 	snprintf(name, sizeof name, "%s.%d.log", base, ++seq);
 	snprintf(p->log, sizeof p->log, "%s", h_path(name));
 	p->url[0] = '\0';
+	h_need_exec(argv[0]);
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid < 0)
@@ -415,6 +441,7 @@ void h_redis_restart(struct h_redis *r)
 char *h_redis_cli(const struct h_redis *r, const char *const *args)
 {
 	int pfd[2];
+	h_need_exec("redis-cli");
 	if (pipe(pfd) < 0)
 		t_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
 	fflush(stdout);

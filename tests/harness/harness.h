@@ -10,6 +10,9 @@
 
 /* Path of a built binary: $GWB_BIN/name. Static buffer ring; copy it to keep it. */
 const char *h_bin(const char *name);
+/* Fails the case unless prog can be run (a path that is executable, or a name found on PATH),
+ * naming it: the tests skip nothing, so a missing binary or tool is a failure. */
+void h_need_exec(const char *prog);
 /* The current case's temp folder (created on first use, removed when the case ends). */
 const char *h_tmpdir(void);
 /* h_tmpdir()/name in a static buffer ring. */
@@ -24,7 +27,7 @@ struct h_proc {
 /* Starts argv[0] with the current environment plus env (NULL-terminated "K=V" list, may be
  * NULL), output to log. When ready is not NULL, waits up to timeout_ms for a line containing
  * it and copies the rest of that line (the URL) into p->url. Returns 0, or -1 (the case is not
- * failed: the caller decides). */
+ * failed: the caller decides); a missing argv[0] fails the case (h_need_exec). */
 int h_proc_start(struct h_proc *p, const char *const *argv, const char *const *env,
 		 const char *ready, int timeout_ms);
 /* Sends sig and waits up to timeout_ms; then SIGKILL. Returns the exit status (0..255), or

@@ -353,6 +353,7 @@ TEST_T(audit_checks_tasks_against_a_fresh_cluster_picture, 120)
 	struct h_kubesim ks;
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(ks.worker);
 	h_kubesim_start(&ks);
 	struct h_server s;
 	h_server_init(&s);

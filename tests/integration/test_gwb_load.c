@@ -35,6 +35,7 @@ static void stack_start(struct stack *st, int with_kube, long mem)
 	if (with_kube) {
 		h_kubesim_init(&st->ks);
 		snprintf(st->ks.worker, sizeof st->ks.worker, "%s", h_bin("gwb-worker"));
+		h_need_exec(st->ks.worker);
 		h_kubesim_start(&st->ks);
 		snprintf(st->env_kube, sizeof st->env_kube, "GWB_KUBE_SERVER=%s", st->ks.url);
 		st->srv.env[n++] = st->env_kube;

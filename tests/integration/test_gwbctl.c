@@ -704,6 +704,7 @@ TEST_T(gwbctl_devices_and_events_against_kubesim, 90)
 	struct h_kubesim k;
 	h_kubesim_init(&k);
 	snprintf(k.worker, sizeof k.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(k.worker);
 	h_kubesim_start(&k);
 	char kube_env[300];
 	snprintf(kube_env, sizeof kube_env, "GWB_KUBE_SERVER=%s", k.url);
@@ -804,6 +805,7 @@ TEST_T(gwbctl_wait_polls_until_state_or_release, 90)
 	struct h_kubesim k;
 	h_kubesim_init(&k);
 	snprintf(k.worker, sizeof k.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(k.worker);
 	h_kubesim_start(&k);
 	char kube_env[300];
 	snprintf(kube_env, sizeof kube_env, "GWB_KUBE_SERVER=%s", k.url);

@@ -106,13 +106,10 @@ TEST_T(nodemetric_and_nodeslo, 30)
 
 TEST_T(real_worker_overlimit_exit42, 40)
 {
-	if (access(h_bin("gwb-worker"), X_OK) != 0) {
-		t_log("no %s: case skipped", h_bin("gwb-worker"));
-		return;
-	}
 	struct h_kubesim k;
 	h_kubesim_init(&k);
 	snprintf(k.worker, sizeof k.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(k.worker);
 	h_kubesim_start(&k);
 	const char *ok[] = { "GWB_DURATION_SECONDS=1", "GWB_EXPERIMENT=normal", NULL };
 	char *job = h_kubesim_gpu_job("normal", 1024, 25, ok, 0, NULL);

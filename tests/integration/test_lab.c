@@ -224,6 +224,7 @@ TEST_T(lab_against_a_running_stack_skips_what_it_cannot_do, 120)
 	struct h_kubesim ks;
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(ks.worker);
 	h_kubesim_start(&ks);
 	/* What make demo applies from deploy/kubesim/colocation-profile.yaml. */
 	CHECK_INT(

@@ -512,6 +512,7 @@ TEST_T(security_no_token_or_authorization_header_in_any_log, 120)
 	struct h_kubesim ks;
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(ks.worker);
 	h_kubesim_start(&ks);
 	struct h_server s;
 	h_server_init(&s);

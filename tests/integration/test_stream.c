@@ -322,6 +322,7 @@ TEST(stream_state_change_reaches_it)
 	struct h_kubesim ks;
 	h_kubesim_init(&ks);
 	snprintf(ks.worker, sizeof ks.worker, "%s", h_bin("gwb-worker"));
+	h_need_exec(ks.worker);
 	h_kubesim_start(&ks);
 	char kube[300];
 	snprintf(kube, sizeof kube, "GWB_KUBE_SERVER=%s", ks.url);

@@ -33,7 +33,7 @@ static int lmatch(const char *sel, const char *obj)
 	return m;
 }
 
-TEST(selector_labels)
+TEST(kubesim_label_selectors_match)
 {
 	const char *o = "{\"metadata\":{\"labels\":{\"app\":\"a\",\"tier\":\"x\",\"n\":\"5\"}}}";
 	CHECK_INT(lmatch("", o), 1);
@@ -101,7 +101,7 @@ static void check_patch(enum patch_type t, const char *doc, const char *patch, c
 	json_decref(p);
 }
 
-TEST(patches)
+TEST(kubesim_merge_json_and_strategic_patches)
 {
 	check_patch(PATCH_MERGE, "{\"a\":1,\"b\":{\"c\":2,\"d\":3},\"l\":[1,2]}",
 		    "{\"b\":{\"c\":null,\"e\":4},\"l\":[3]}", "{\"a\":1,\"b\":{\"d\":3,\"e\":4},\"l\":[3]}");
@@ -186,7 +186,7 @@ TEST(store_history_and_resume)
 	store_free(st);
 }
 
-TEST(human_durations)
+TEST(kubesim_table_ages_read_as_kubectl_prints_them)
 {
 	char b[32];
 	CHECK_STR(table_human_duration(45, b, sizeof b), "45s");

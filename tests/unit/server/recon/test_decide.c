@@ -62,12 +62,59 @@ static void expect_bool(const char *file, const json_t *exp, const char *key, in
 		CHECKF(json_is_true(want) == !!got, "%s: %s is %d", file, key, got);
 }
 
+/* The keys an "expect" object may hold: each is checked by run_case. */
+static const char *const expect_keys[] = {
+	"take_queued", "diagnose",    "changed",	 "state",     "reason",
+	"pod_name",    "pod_node",    "pod_phase",	 "allocation", "pending_message",
+	"cluster_uid", "exit_code",   "pod_deadline_at", "action",    "release",
+	NULL,
+};
+static const char *const release_keys[] = { "proof", "final", "final_reason", NULL };
+
+/* 1 when every key of o is in keys. */
+static int keys_known(const json_t *o, const char *const *keys, const char **bad)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)o, key, v) {
+		int known = 0;
+		for (const char *const *k = keys; *k && !known; k++)
+			known = strcmp(*k, key) == 0;
+		if (!known) {
+			*bad = key;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Why a fixture's "expect" cannot be run, or NULL: it must be a non-empty object of keys that
+ * run_case checks (an empty or misspelt expectation would pass whatever the deciders did). */
+static const char *expect_refusal(const json_t *exp, char *why, size_t len)
+{
+	const char *bad = NULL;
+	if (!json_is_object(exp))
+		snprintf(why, len, "no expect object");
+	else if (json_object_size(exp) == 0)
+		snprintf(why, len, "expect is empty: a fixture must expect something");
+	else if (!keys_known(exp, expect_keys, &bad))
+		snprintf(why, len, "expect has \"%s\", which nothing checks", bad);
+	else if (json_is_object(json_object_get(exp, "release")) &&
+		 !keys_known(json_object_get(exp, "release"), release_keys, &bad))
+		snprintf(why, len, "expect.release has \"%s\", which nothing checks", bad);
+	else
+		return NULL; /* release {} stays valid: released, on any proof */
+	return why;
+}
+
 /* Runs one fixture; returns how many expectations it checked. */
 static int run_case(const char *file)
 {
 	json_t *c = load(file);
 	json_t *exp = json_object_get(c, "expect");
-	CHECKF(json_is_object(exp), "%s: no expect", file);
+	char why[160];
+	const char *refusal = expect_refusal(exp, why, sizeof why);
+	CHECKF(refusal == NULL, "%s: %s", file, refusal);
 	struct task *t = gwb_malloc(sizeof *t);
 	task_from_json(json_object_get(c, "task"), t);
 	int fresh = json_is_true(json_object_get(c, "fresh"));
@@ -139,17 +186,20 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-TEST(decide_fixtures)
+TEST(decide_each_fixture_meets_its_expectations)
 {
 	DIR *d = opendir(FIXTURES);
 	CHECKF(d != NULL, "cannot open %s (run from the repository root)", FIXTURES);
 	char *names[MAX_CASES];
 	int n = 0;
 	struct dirent *e;
-	while ((e = readdir(d)) && n < MAX_CASES) {
+	while ((e = readdir(d))) {
 		size_t len = strlen(e->d_name);
-		if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0)
+		if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+			CHECKF(n < MAX_CASES, "more than %d decide fixtures: raise MAX_CASES",
+			       MAX_CASES);
 			names[n++] = gwb_strdup(e->d_name);
+		}
 	}
 	closedir(d);
 	qsort(names, (size_t)n, sizeof names[0], by_name);
@@ -162,6 +212,37 @@ TEST(decide_fixtures)
 	t_log("%d fixtures, %d expectations", n, checks);
 	CHECKF(n >= 20, "only %d decide fixtures", n);
 	CHECKF(no_release >= 3, "only %d no-release fixtures", no_release);
+}
+
+/* The loader refuses a fixture that would check nothing, or less than it says. */
+TEST(decide_fixture_expecting_nothing_or_unknown_keys_is_refused)
+{
+	static const struct {
+		const char *expect;
+		const char *refusal; /* NULL: accepted */
+	} v[] = {
+		{ "null", "no expect object" },
+		{ "[]", "no expect object" },
+		{ "{}", "expect is empty" },
+		{ "{\"stat\": \"running\"}", "\"stat\", which nothing checks" },
+		{ "{\"state\": \"running\", \"release\": {\"prof\": \"job_gone\"}}",
+		  "expect.release has \"prof\"" },
+		{ "{\"state\": \"running\"}", NULL },
+		{ "{\"release\": {}}", NULL },
+		{ "{\"release\": null}", NULL },
+	};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		json_t *exp = json_loads(v[i].expect, JSON_DECODE_ANY, NULL);
+		CHECKF(exp != NULL, "%s does not parse", v[i].expect);
+		char why[160];
+		const char *got = expect_refusal(exp, why, sizeof why);
+		if (v[i].refusal)
+			CHECKF(got && strstr(got, v[i].refusal), "%s: refusal \"%s\", expected \"%s\"",
+			       v[i].expect, got ? got : "(none)", v[i].refusal);
+		else
+			CHECKF(got == NULL, "%s: refused: %s", v[i].expect, got);
+		json_decref(exp);
+	}
 }
 
 /* The three no-release cases again, mutated one fact at a time: each becomes a release when
