@@ -415,7 +415,8 @@ static int cmp_int(const void *a, const void *b)
 }
 
 int deviceshare_allocate(const struct deviceshare_card *cards, int n,
-			 const struct deviceshare_request *r, enum deviceshare_strategy s, int *chosen)
+			 const struct deviceshare_request *r, enum deviceshare_strategy s,
+			 int *chosen)
 {
 	if (n <= 0 || r->count <= 0 || r->count > DEVICESHARE_MAX_CARDS)
 		return 0;
@@ -482,7 +483,8 @@ void deviceshare_fill(const struct deviceshare_card *c, const struct deviceshare
 		a->mem_bytes = r->ratio * c->total_mem / 100;
 	} else {
 		a->mem_bytes = r->mem;
-		a->ratio = c->total_mem ? (int64_t)((double)r->mem / (double)c->total_mem * 100.0) : 0;
+		double share = c->total_mem ? (double)r->mem / (double)c->total_mem : 0.0;
+		a->ratio = (int64_t)(share * 100.0);
 	}
 }
 

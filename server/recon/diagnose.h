@@ -28,7 +28,7 @@ struct diag_card {
 	char pcie[64];
 	int64_t mem_total_mib, core_total;
 	int64_t mem_used_mib, core_used;
-	int64_t ratio_total, ratio_used; /* gpu-memory-ratio: the Device's, and what allocations hold */
+	int64_t ratio_total, ratio_used; /* gpu-memory-ratio: the Device's, what allocations hold */
 	int nholders;
 	struct diag_holder holders[DIAG_MAX_HOLDERS];
 };

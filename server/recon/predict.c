@@ -24,7 +24,8 @@ int predict_strategy_parse(const char *name, enum predict_strategy *out)
 
 static enum deviceshare_strategy ds_strategy(enum predict_strategy s)
 {
-	return s == PREDICT_MOST_ALLOCATED ? DEVICESHARE_MOST_ALLOCATED : DEVICESHARE_LEAST_ALLOCATED;
+	return s == PREDICT_MOST_ALLOCATED ? DEVICESHARE_MOST_ALLOCATED
+					   : DEVICESHARE_LEAST_ALLOCATED;
 }
 
 /* The cards of one node as DeviceShare sees them, in ascending minor. Returns how many. */

@@ -367,8 +367,8 @@ static void filter_node(const json_t *pod, const json_t *node, const struct nsta
 	int chosen[MAX_CARDS];
 	int got = deviceshare_allocate(cards, n, &g->r, g->s, chosen);
 	if (!got) {
-		add_reason(r, deviceshare_topology_path(cards, n, &g->r) ? "Insufficient GPU Devices"
-									 : "Insufficient gpu devices");
+		int topo = deviceshare_topology_path(cards, n, &g->r);
+		add_reason(r, topo ? "Insufficient GPU Devices" : "Insufficient gpu devices");
 		return;
 	}
 	/* Reserve: memory and ratio against each card's own total. */

@@ -106,10 +106,10 @@ TEST(deviceshare_request_is_split_per_card)
 /* utils_test.go, TestValidateDeviceRequest (the GPU entries) and TestConvertDeviceRequest. */
 TEST(deviceshare_request_combinations)
 {
-	CHECK(refused((struct deviceshare_pod){ .core = 101 }));          /* "invalid gpu request 1" */
+	CHECK(refused((struct deviceshare_pod){ .core = 101 })); /* "invalid gpu request 1" */
 	CHECK(refused((struct deviceshare_pod){ .nvidia = 2, .kgpu = 200, .core = 200,
 						.mem = 32 * GI, .ratio = 200 })); /* "... 2" */
-	CHECK(refused((struct deviceshare_pod){ .kgpu = 101 }));          /* "invalid gpu request 3" */
+	CHECK(refused((struct deviceshare_pod){ .kgpu = 101 })); /* "invalid gpu request 3" */
 	CHECK(refused((struct deviceshare_pod){ .core = 100, .ratio = 101 })); /* "... 4" */
 	CHECK(refused((struct deviceshare_pod){ .ratio = 101, .shared = 1 })); /* "... 8" */
 	CHECK(refused((struct deviceshare_pod){ .ratio = 101, .shared = 2 })); /* "... 9" */
