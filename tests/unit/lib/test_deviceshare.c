@@ -1,6 +1,8 @@
 /* Unit tests of lib/deviceshare against Koordinator's own test cases: each case names the file
  * under koordinator-sh/koordinator/pkg/scheduler/plugins/deviceshare/ and the test (and table
- * entry) it takes its facts from; the data are written here as our own. */
+ * entry) it takes its facts from; the data are written here as our own. Versions read:
+ * plugin_test.go 13a7107, scoring_test.go 143b913, device_cache_test.go 054b96b,
+ * devicehandler_gpu_test.go 2323a7a, utils_test.go d272b4e, device_allocator_test.go 0d5f65b. */
 #include <stdio.h>
 #include <string.h>
 
@@ -291,6 +293,20 @@ TEST(deviceshare_strategy_chooses_the_cards)
 	use(&c[2], 50, 4 * GI, 50);
 	use(&c[3], 50, 4 * GI, 50);
 	CHECK_STR(allocate(c, 4, two_halves, MOST), "3,4");
+}
+
+/* plugin_test.go, Test_Plugin_Filter, "pod stuck when use multi gpu": four shared cards of 160G
+ * (decimal) of memory in total on nine free 80Gi cards fit, 40G on each of the first four. */
+TEST(deviceshare_multi_card_shared_memory)
+{
+	struct deviceshare_card c[9];
+	for (int i = 0; i < 9; i++)
+		card(&c[i], i, 80 * GI, NULL, 0);
+	struct deviceshare_request r = request((struct deviceshare_pod){
+		.shared = 4, .mem = 160LL * 1000 * 1000 * 1000 });
+	CHECK_INT(r.mem, 40LL * 1000 * 1000 * 1000);
+	CHECK(!deviceshare_topology_path(c, 9, &r));
+	CHECK_STR(allocate(c, 9, r, LEAST), "0,1,2,3");
 }
 
 /* device_allocator_test.go's fake Device: eight cards, two NUMA nodes of two PCIe roots of two
