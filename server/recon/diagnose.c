@@ -55,6 +55,7 @@ static void add_device(struct diag_cards *out, const char *node, const json_t *d
 	json_t *res = json_object_get(dev, "resources");
 	c->mem_total_mib = qget(res, DEVALLOC_RES_MEM) / MIB;
 	c->core_total = qget(res, DEVALLOC_RES_CORE);
+	c->ratio_total = qget(res, DEVALLOC_RES_RATIO);
 }
 
 static void add_pod(struct diag_cards *out, const json_t *pod)
@@ -82,6 +83,7 @@ static void add_pod(struct diag_cards *out, const json_t *pod)
 		int64_t core = a.cards[i].has_core ? a.cards[i].core : 0;
 		c->mem_used_mib += mem;
 		c->core_used += core;
+		c->ratio_used += a.cards[i].has_ratio ? a.cards[i].ratio : 0;
 		if (c->nholders < DIAG_MAX_HOLDERS) {
 			struct diag_holder *h = &c->holders[c->nholders++];
 			snprintf(h->task, sizeof h->task, "%s", task ? task : "");
@@ -104,6 +106,48 @@ void diag_cards_build(struct diag_cards *out, const json_t *devices, const json_
 	}
 	json_object_foreach((json_t *)pods, name, v)
 		add_pod(out, v);
+}
+
+void diag_card_deviceshare(const struct diag_card *c, struct deviceshare_card *d)
+{
+	memset(d, 0, sizeof *d);
+	d->minor = c->minor;
+	d->healthy = c->healthy;
+	d->has_topology = c->has_topology;
+	d->numa = c->numa;
+	snprintf(d->pcie, sizeof d->pcie, "%s", c->pcie);
+	snprintf(d->id, sizeof d->id, "%s", c->id);
+	d->total_core = c->core_total;
+	d->total_mem = c->mem_total_mib;
+	d->total_ratio = c->ratio_total;
+	d->used_core = c->core_used;
+	d->used_mem = c->mem_used_mib;
+	d->used_ratio = c->ratio_used;
+}
+
+int diag_req_deviceshare(const struct diag_req *r, struct deviceshare_request *out)
+{
+	int64_t n = r->count > 0 ? r->count : 1;
+	struct deviceshare_pod pod = { .shared = n, .core = r->core * n, .mem = r->mem_mib * n };
+	char msg[256];
+	if (deviceshare_request_from_pod(&pod, out, msg, sizeof msg) == 1)
+		return 1;
+	memset(out, 0, sizeof *out);
+	out->count = (int)n;
+	out->shared = 1;
+	out->has_mem = r->mem_mib > 0;
+	out->mem = r->mem_mib;
+	out->has_core = r->core > 0;
+	out->core = r->core;
+	return -1;
+}
+
+/* DeviceShare's per-card fit of the request on c. */
+static int card_fits(const struct diag_card *c, const struct deviceshare_request *r)
+{
+	struct deviceshare_card d;
+	diag_card_deviceshare(c, &d);
+	return deviceshare_card_fits(&d, r);
 }
 
 static int64_t free_mem(const struct diag_card *c)
@@ -236,15 +280,18 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 	int64_t largest = 0, total_free = 0, total_free_core = 0;
 	const struct diag_card *fit_card = NULL, *sick_card = NULL;
 	json_t *unblock = json_array();
+	struct deviceshare_request dr;
+	diag_req_deviceshare(r, &dr);
 	for (int i = 0; i < cards->n; i++) {
 		struct diag_card c = without_task(&cards->c[i], r->task);
-		int cap = c.mem_total_mib >= r->mem_mib && c.core_total >= r->core;
+		struct diag_card empty = c, as_healthy = c;
+		empty.healthy = as_healthy.healthy = 1;
+		empty.mem_used_mib = empty.core_used = empty.ratio_used = 0;
+		int cap = card_fits(&empty, &dr);
 		big_enough += cap;
 		if (c.mem_total_mib > largest)
 			largest = c.mem_total_mib;
-		struct diag_card as_healthy = c;
-		as_healthy.healthy = 1;
-		int would_fit = free_mem(&as_healthy) >= r->mem_mib && free_core(&as_healthy) >= r->core;
+		int would_fit = card_fits(&as_healthy, &dr);
 		fit_if_healthy += would_fit;
 		if (!c.healthy) {
 			if (would_fit && !sick_card)
@@ -255,7 +302,7 @@ json_t *diag_pending(const struct diag_req *r, const struct diag_cards *cards)
 		big_enough_healthy += cap;
 		total_free += free_mem(&c);
 		total_free_core += free_core(&c);
-		if (free_mem(&c) >= r->mem_mib && free_core(&c) >= r->core) {
+		if (card_fits(&c, &dr)) {
 			fit++;
 			if (!fit_card)
 				fit_card = &cards->c[i];

@@ -7,6 +7,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "lib/deviceshare.h"
+
 #define DIAG_MAX_CARDS 64
 #define DIAG_MAX_HOLDERS 32
 
@@ -26,6 +28,7 @@ struct diag_card {
 	char pcie[64];
 	int64_t mem_total_mib, core_total;
 	int64_t mem_used_mib, core_used;
+	int64_t ratio_total, ratio_used; /* gpu-memory-ratio: the Device's, what allocations hold */
 	int nholders;
 	struct diag_holder holders[DIAG_MAX_HOLDERS];
 };
@@ -48,6 +51,14 @@ struct diag_req {
 	int64_t mem_mib, core, count; /* per card, cards */
 	int64_t team_reserved_mem, team_quota_mem, team_reserved_core, team_quota_core;
 };
+
+/* The card as DeviceShare sees it (memory in MiB). */
+void diag_card_deviceshare(const struct diag_card *c, struct deviceshare_card *out);
+
+/* The per-card request DeviceShare derives from the Pod gwb writes for req (gpu.shared = the
+ * count, gpu-core and gpu-memory summed over the cards; memory in MiB). Returns 1, or -1 when
+ * DeviceShare would refuse that Pod at PreFilter (out then still holds the per-card amounts). */
+int diag_req_deviceshare(const struct diag_req *req, struct deviceshare_request *out);
 
 /* The diagnosis of a Pending task: {"kind", "summary", "request", "team_quota", "cards":
  * {...numbers}, "unblock": [...]}. kind is card_capacity (no card is that large),

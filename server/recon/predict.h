@@ -1,9 +1,7 @@
 /* Placement prediction for the dry run: given the server's card picture and a request, which
  * node and cards Koordinator's DeviceShare would give the task now, or that it would stay
- * Pending. It follows the rules of the scheduler as documented (filter by per-card fit, then
- * the allocator's topology-tree path with its scorer quirk for single-card shared requests, and
- * the scored fallback for the rest), written apart from kubesim's scheduler on purpose: kubesim
- * is the independent check that the prediction is right. Pure functions of their inputs. */
+ * Pending. The DeviceShare rules are lib/deviceshare's, the same code kubesim's scheduler runs;
+ * this module picks the node by DeviceShare's node score. Pure functions of their inputs. */
 #ifndef GWB_PREDICT_H
 #define GWB_PREDICT_H
 
@@ -32,7 +30,8 @@ int predict_strategy_parse(const char *name, enum predict_strategy *out);
 /* Chooses the node and cards for req (mem_mib and core per card, count cards; core 0 asks for
  * none) among cards, skipping nothing: the caller builds cards without the task's own share.
  * Nodes are tried in the order their cards appear; the node with the highest DeviceShare node
- * score wins, the first of equals in that order (the others are listed in tied). Fills out. */
+ * score (not normalised) wins, the first of equals in that order (the others are listed in
+ * tied). A request DeviceShare refuses at PreFilter binds nowhere. Fills out. */
 void predict_place(const struct diag_cards *cards, const struct diag_req *req,
 		   enum predict_strategy strategy, struct predict_result *out);
 

@@ -12,6 +12,7 @@
 
 #include "lib/alloc.h"
 #include "lib/devalloc.h"
+#include "lib/deviceshare.h"
 #include "lib/log.h"
 #include "lib/quantity.h"
 #include "tools/kubesim/api.h"
@@ -19,14 +20,8 @@
 #include "tools/kubesim/obj.h"
 #include "tools/kubesim/store.h"
 
-#define R_CORE "koordinator.sh/gpu-core"
-#define R_MEM "koordinator.sh/gpu-memory"
-#define R_RATIO "koordinator.sh/gpu-memory-ratio"
-#define R_SHARED "koordinator.sh/gpu.shared"
-#define R_KGPU "koordinator.sh/gpu"
-#define R_NVIDIA "nvidia.com/gpu"
 #define ISOLATION_LABEL "koordinator.sh/gpu-isolation-provider"
-#define MAX_CARDS 64
+#define MAX_CARDS DEVICESHARE_MAX_CARDS
 #define MAX_RES 32
 #define MAX_NODES 64
 
@@ -115,371 +110,32 @@ static void pod_requests(const json_t *pod, struct rlist *out)
 	add_map(out, obj_path(pod, "spec.overhead"), 0);
 }
 
-/* ---- DeviceShare request ---- */
+/* ---- DeviceShare request and cards ---- */
 
+/* The pod's DeviceShare request in this cycle. */
 struct gpu_req {
-	int present;     /* the pod asks for GPU resources at all */
-	int count;       /* N cards */
-	int shared;      /* memory-based or ratio < 100 per card */
-	int has_core, has_mem, has_ratio;
-	int64_t core, mem, ratio; /* per card */
-	int most;        /* this cycle scores MostAllocated (else LeastAllocated) */
+	int present; /* the pod asks for GPU resources at all */
+	struct deviceshare_request r;
+	enum deviceshare_strategy s;
 };
 
-static void names_list(const struct rlist *gpu, char *buf, size_t len)
-{
-	/* Go prints a []string as "[a b]"; the real order is a map's, sorted here. */
-	const char *names[MAX_RES];
-	int n = 0;
-	for (int i = 0; i < gpu->n; i++)
-		if (gpu->v[i] > 0)
-			names[n++] = gpu->name[i];
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-			const char *t = names[j];
-			names[j] = names[j - 1];
-			names[j - 1] = t;
-		}
-	size_t o = (size_t)snprintf(buf, len, "[");
-	for (int i = 0; i < n && o < len; i++)
-		o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? " " : "", names[i]);
-	if (o < len)
-		snprintf(buf + o, len - o, "]");
-}
-
-static int ok_unit(int64_t v)
-{
-	return v <= 100 || v % 100 == 0;
-}
-
-/* Validates and converts (koordinator.md §2.2, §2.4). Returns 0, or -1 with msg set. */
+/* PreFilter: the pod's GPU request, validated and split per card. Returns 0, or -1 with msg
+ * set. */
 static int gpu_request(const struct rlist *req, struct gpu_req *g, char *msg, size_t len)
 {
-	static const char *const gpu_names[] = { R_CORE, R_MEM, R_RATIO, R_SHARED, R_KGPU,
-						 R_NVIDIA, "amd.com/gpu", "dcu.com/gpu" };
-	struct rlist gpu = { 0 };
-	for (size_t i = 0; i < sizeof gpu_names / sizeof gpu_names[0]; i++) {
-		int64_t v = rl_get(req, gpu_names[i]);
-		if (v > 0)
-			*rl_slot(&gpu, gpu_names[i]) = v;
-	}
-	memset(g, 0, sizeof *g);
-	if (gpu.n == 0)
-		return 0;
-	g->present = 1;
-	int64_t core = rl_get(&gpu, R_CORE), mem = rl_get(&gpu, R_MEM);
-	int64_t ratio = rl_get(&gpu, R_RATIO), shared = rl_get(&gpu, R_SHARED);
-	int64_t kgpu = rl_get(&gpu, R_KGPU);
-	int64_t whole = rl_get(&gpu, R_NVIDIA) + rl_get(&gpu, "amd.com/gpu") +
-			rl_get(&gpu, "dcu.com/gpu");
-	int valid = 0;
-	if (whole && gpu.n == 1) {
-		core = ratio = whole * 100;
-		valid = 1;
-	} else if (kgpu && gpu.n == 1) {
-		if (!ok_unit(kgpu)) {
-			char q[QUANTITY_BUF];
-			snprintf(msg, len, "invalid resource unit %s: %s", R_KGPU,
-				 quantity_format_decimal(kgpu, q, sizeof q));
-			return -1;
-		}
-		core = ratio = kgpu;
-		valid = 1;
-	} else if (!shared && !core && mem && !ratio && gpu.n == 1) {
-		valid = 1;
-	} else if (!shared && !core && ratio && gpu.n == 1) {
-		valid = ok_unit(ratio);
-	} else if (!shared && core && mem && gpu.n == 2) {
-		valid = ok_unit(core);
-	} else if (!shared && core && ratio && gpu.n == 2) {
-		valid = ok_unit(core) && ok_unit(ratio);
-	} else if (shared && !core && mem && gpu.n == 2) {
-		valid = 1;
-	} else if (shared && !core && ratio && gpu.n == 2) {
-		valid = ratio % shared == 0 && ratio / shared <= 100;
-	} else if (shared && core && mem && gpu.n == 3) {
-		valid = core % shared == 0 && core / shared <= 100;
-	} else if (shared && core && ratio && gpu.n == 3) {
-		valid = core % shared == 0 && core / shared <= 100 && ratio % shared == 0 &&
-			ratio / shared <= 100;
-	}
-	if (!valid) {
-		char names[512];
-		names_list(&gpu, names, sizeof names);
-		snprintf(msg, len, "invalid resource device requests: %s", names);
-		return -1;
-	}
-	int64_t n = shared;
-	if (n <= 0)
-		n = ratio > 100 && ratio % 100 == 0 ? ratio / 100 : 1;
-	g->count = (int)n;
-	if (core) {
-		g->has_core = 1;
-		g->core = core / n;
-	}
-	if (ratio) {
-		g->has_ratio = 1;
-		g->ratio = ratio / n;
-	} else if (mem) {
-		g->has_mem = 1;
-		g->mem = mem / n;
-	}
-	g->shared = g->has_mem || (g->has_ratio && g->ratio < 100);
-	return 0;
-}
-
-/* ---- cards ---- */
-
-struct card {
-	int minor;
-	int healthy;
-	int64_t numa;
-	char pcie[64];
-	char id[96];
-	int64_t t_core, t_mem, t_ratio; /* totals (0 when unhealthy) */
-	int64_t u_core, u_mem, u_ratio; /* used */
-	int has_topology;
-};
-
-static int64_t clamp0(int64_t v)
-{
-	return v < 0 ? 0 : v;
-}
-
-static int fits(const struct card *c, const struct gpu_req *g)
-{
-	if (!c->healthy)
-		return 0;
-	if (g->has_core && g->core > clamp0(c->t_core - c->u_core))
-		return 0;
-	if (g->has_mem && g->mem > clamp0(c->t_mem - c->u_mem))
-		return 0;
-	if (g->has_ratio && g->ratio > clamp0(c->t_ratio - c->u_ratio))
-		return 0;
-	return 1;
-}
-
-static int used_any(const struct card *c)
-{
-	return c->u_core > 0 || c->u_mem > 0 || c->u_ratio > 0;
-}
-
-/* One weighted resource: requested = used + request; LeastAllocated scores the share left,
- * MostAllocated the share taken; 0 when requested passes the total. */
-static int64_t score_res(int64_t total, int64_t requested, int most)
-{
-	if (requested > total)
-		return 0;
-	return most ? requested * 100 / total : (total - requested) * 100 / total;
-}
-
-/* DeviceShare's scorer over the weighted resources (gpu-memory-ratio, gpu-memory: weight 1
- * each; gpu-core is not weighted), integer average, with the cycle's strategy. */
-static int64_t score_card(int64_t t_ratio, int64_t t_mem, int64_t used_ratio, int64_t used_mem,
-			  const struct gpu_req *g)
-{
-	int64_t sum = 0, w = 0;
-	if (t_ratio > 0) {
-		sum += score_res(t_ratio, used_ratio + (g->has_ratio ? g->ratio : 0), g->most);
-		w++;
-	}
-	if (t_mem > 0) {
-		sum += score_res(t_mem, used_mem + (g->has_mem ? g->mem : 0), g->most);
-		w++;
-	}
-	return w ? sum / w : 0;
-}
-
-/* The topology path's scorer is called with free and total swapped (koordinator.md §4.3):
- * an unused card scores as the strategy scores it; a partially used one 0 under
- * LeastAllocated (empty card first) and 100 under MostAllocated (a used card first). */
-static int64_t score_swapped(const struct card *c, const struct gpu_req *g)
-{
-	if (used_any(c))
-		return g->most ? 100 : 0;
-	return score_card(c->t_ratio, c->t_mem, 0, 0, g);
-}
-
-struct pick {
-	int ok;
-	int depth;
-	int cne;
-	int64_t score;
-	int n;
-	int idx[MAX_CARDS];
-};
-
-/* Allocation inside one scope: cards[idx[0..n)] in ascending minor. */
-static void alloc_scope(const struct card *cards, const int *idx, int n, const struct gpu_req *g,
-			struct pick *out)
-{
-	memset(out, 0, sizeof *out);
-	if (!g->shared || g->count > 1) {
-		for (int i = 0; i < n && out->n < g->count; i++)
-			if (fits(&cards[idx[i]], g))
-				out->idx[out->n++] = idx[i];
-		out->ok = out->n == g->count;
-		return;
-	}
-	int best = -1;
-	int64_t bs = -1;
-	for (int i = 0; i < n; i++) {
-		if (!fits(&cards[idx[i]], g))
-			continue;
-		int64_t s = score_swapped(&cards[idx[i]], g);
-		if (s > bs) {
-			bs = s;
-			best = idx[i];
-		}
-	}
-	if (best >= 0) {
-		out->ok = 1;
-		out->n = 1;
-		out->idx[0] = best;
-		out->score = bs;
-	}
-}
-
-static int better(const struct pick *a, const struct pick *b, int shared)
-{
-	if (!b->ok)
-		return 1;
-	if (a->depth != b->depth)
-		return a->depth > b->depth;
-	if (a->cne != b->cne)
-		return a->cne > b->cne;
-	if (shared && a->score != b->score)
-		return a->score > b->score;
-	return 0;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
-
-/* Path C: Node -> NUMA (by nodeID) -> PCIe (by pcieID); a leaf result beats a parent's. */
-static int alloc_topology(const struct card *cards, int ncards, const struct gpu_req *g,
-			  int *chosen)
-{
-	int order[MAX_CARDS];
-	for (int i = 0; i < ncards; i++)
-		order[i] = i; /* cards are sorted by minor already */
-	int root_ne = 0;
-	for (int i = 0; i < ncards; i++)
-		root_ne |= used_any(&cards[i]);
-	struct pick best = { 0 };
-	/* Distinct NUMA ids in ascending order. */
-	int64_t numas[MAX_CARDS];
-	int nn = 0;
-	for (int i = 0; i < ncards; i++) {
-		int seen = 0;
-		for (int j = 0; j < nn; j++)
-			seen |= numas[j] == cards[i].numa;
-		if (!seen)
-			numas[nn++] = cards[i].numa;
-	}
-	for (int i = 1; i < nn; i++)
-		for (int j = i; j > 0 && numas[j - 1] > numas[j]; j--) {
-			int64_t t = numas[j];
-			numas[j] = numas[j - 1];
-			numas[j - 1] = t;
-		}
-	for (int a = 0; a < nn; a++) {
-		int in_numa[MAX_CARDS], nin = 0, numa_ne = 0;
-		for (int i = 0; i < ncards; i++)
-			if (cards[i].numa == numas[a]) {
-				in_numa[nin++] = i;
-				numa_ne |= used_any(&cards[i]);
-			}
-		if (nin < g->count)
-			continue;
-		struct pick numa_best = { 0 };
-		/* PCIe leaves in pcieID string order. */
-		const char *pcies[MAX_CARDS];
-		int np = 0;
-		for (int i = 0; i < nin; i++) {
-			int seen = 0;
-			for (int j = 0; j < np; j++)
-				seen |= !strcmp(pcies[j], cards[in_numa[i]].pcie);
-			if (!seen)
-				pcies[np++] = cards[in_numa[i]].pcie;
-		}
-		for (int i = 1; i < np; i++)
-			for (int j = i; j > 0 && strcmp(pcies[j - 1], pcies[j]) > 0; j--) {
-				const char *t = pcies[j];
-				pcies[j] = pcies[j - 1];
-				pcies[j - 1] = t;
-			}
-		for (int p = 0; p < np; p++) {
-			int leaf[MAX_CARDS], nl = 0, leaf_ne = 0;
-			for (int i = 0; i < nin; i++)
-				if (!strcmp(cards[in_numa[i]].pcie, pcies[p])) {
-					leaf[nl++] = in_numa[i];
-					leaf_ne |= used_any(&cards[in_numa[i]]);
-				}
-			if (nl < g->count)
-				continue;
-			struct pick r;
-			alloc_scope(cards, leaf, nl, g, &r);
-			if (!r.ok)
-				continue;
-			r.depth = 3;
-			r.cne = root_ne + numa_ne + leaf_ne;
-			if (better(&r, &numa_best, g->shared))
-				numa_best = r;
-		}
-		if (!numa_best.ok) {
-			alloc_scope(cards, in_numa, nin, g, &numa_best);
-			numa_best.depth = 2;
-			numa_best.cne = root_ne + numa_ne;
-		}
-		if (numa_best.ok && better(&numa_best, &best, g->shared))
-			best = numa_best;
-	}
-	if (!best.ok) {
-		alloc_scope(cards, order, ncards, g, &best);
-		best.depth = 1;
-	}
-	if (!best.ok)
-		return 0;
-	memcpy(chosen, best.idx, sizeof(int) * (size_t)best.n);
-	qsort(chosen, (size_t)best.n, sizeof(int), cmp_int);
-	return best.n;
-}
-
-/* Path D: by score (correct arguments): LeastAllocated most free card first, MostAllocated
- * most used card first; ties by minor. */
-static int alloc_default(const struct card *cards, int ncards, const struct gpu_req *g,
-			 int *chosen)
-{
-	int order[MAX_CARDS];
-	int64_t score[MAX_CARDS];
-	int n = 0;
-	for (int i = 0; i < ncards; i++) {
-		if (!cards[i].healthy)
-			continue;
-		order[n] = i;
-		score[i] = score_card(cards[i].t_ratio, cards[i].t_mem, cards[i].u_ratio,
-				      cards[i].u_mem, g);
-		n++;
-	}
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0; j--) {
-			int a = order[j - 1], b = order[j];
-			if (score[a] > score[b] || (score[a] == score[b] && cards[a].minor < cards[b].minor))
-				break;
-			order[j - 1] = b;
-			order[j] = a;
-		}
-	int got = 0;
-	for (int i = 0; i < n && got < g->count; i++)
-		if (fits(&cards[order[i]], g))
-			chosen[got++] = order[i];
-	if (got < g->count)
-		return 0;
-	qsort(chosen, (size_t)got, sizeof(int), cmp_int);
-	return got;
+	struct deviceshare_pod p = {
+		.core = rl_get(req, DEVALLOC_RES_CORE),
+		.mem = rl_get(req, DEVALLOC_RES_MEM),
+		.ratio = rl_get(req, DEVALLOC_RES_RATIO),
+		.shared = rl_get(req, "koordinator.sh/gpu.shared"),
+		.kgpu = rl_get(req, "koordinator.sh/gpu"),
+		.nvidia = rl_get(req, "nvidia.com/gpu"),
+		.amd = rl_get(req, "amd.com/gpu"),
+		.dcu = rl_get(req, "dcu.com/gpu"),
+	};
+	int rc = deviceshare_request_from_pod(&p, &g->r, msg, len);
+	g->present = rc == 1;
+	return rc < 0 ? -1 : 0;
 }
 
 static int64_t card_qty(const json_t *res, const char *name)
@@ -489,26 +145,30 @@ static int64_t card_qty(const json_t *res, const char *name)
 	return s && quantity_parse(s, &v) == 0 ? v : 0;
 }
 
-/* Adds a device-allocated annotation to the cards' usage. */
-static void cards_add(struct card *cards, int n, const struct devalloc *a)
+static void card_from_device(const json_t *d, struct deviceshare_card *c)
 {
-	for (int j = 0; j < a->ncards; j++)
-		for (int c = 0; c < n; c++) {
-			if (cards[c].minor != a->cards[j].minor)
-				continue;
-			if (a->cards[j].has_core)
-				cards[c].u_core += a->cards[j].core;
-			if (a->cards[j].has_mem)
-				cards[c].u_mem += a->cards[j].mem_bytes;
-			if (a->cards[j].has_ratio)
-				cards[c].u_ratio += a->cards[j].ratio;
-		}
+	memset(c, 0, sizeof *c);
+	c->minor = (int)obj_int(d, "minor", 0);
+	c->healthy = obj_true(d, "health");
+	const char *id = obj_str(d, "id");
+	snprintf(c->id, sizeof c->id, "%s", id ? id : "");
+	json_t *topo = json_object_get(d, "topology");
+	c->has_topology = json_is_object(topo);
+	c->numa = obj_int(topo, "nodeID", 0);
+	const char *pcie = obj_str(topo, "pcieID");
+	snprintf(c->pcie, sizeof c->pcie, "%s", pcie ? pcie : "");
+	if (c->healthy) {
+		json_t *res = json_object_get(d, "resources");
+		c->total_core = card_qty(res, DEVALLOC_RES_CORE);
+		c->total_mem = card_qty(res, DEVALLOC_RES_MEM);
+		c->total_ratio = card_qty(res, DEVALLOC_RES_RATIO);
+	}
 }
 
 /* Builds the card table of a node from its Device and the annotations of the pods that hold
- * a share (bound there, from the node index, not terminated). Returns the card count, or -1
- * when the node has no Device (DeviceShare then passes). */
-static int node_cards(struct ks *ks, const char *node, struct card *cards)
+ * a share (bound there, from the node index, not terminated), in ascending minor. Returns the
+ * card count, or -1 when the node has no Device (DeviceShare then passes). */
+static int node_cards(struct ks *ks, const char *node, struct deviceshare_card *cards)
 {
 	json_t *dev = store_get(ks->store, RES_DEVICES, NULL, node);
 	if (!dev)
@@ -521,40 +181,22 @@ static int node_cards(struct ks *ks, const char *node, struct card *cards)
 		const char *type = obj_str(d, "type");
 		if (!type || strcmp(type, "gpu") || n == MAX_CARDS)
 			continue;
-		struct card *c = &cards[n++];
-		memset(c, 0, sizeof *c);
-		c->minor = (int)obj_int(d, "minor", 0);
-		c->healthy = obj_true(d, "health");
-		const char *id = obj_str(d, "id");
-		snprintf(c->id, sizeof c->id, "%s", id ? id : "");
-		json_t *topo = json_object_get(d, "topology");
-		c->has_topology = json_is_object(topo);
-		c->numa = obj_int(topo, "nodeID", 0);
-		const char *pcie = obj_str(topo, "pcieID");
-		snprintf(c->pcie, sizeof c->pcie, "%s", pcie ? pcie : "");
-		if (c->healthy) {
-			json_t *res = json_object_get(d, "resources");
-			c->t_core = card_qty(res, R_CORE);
-			c->t_mem = card_qty(res, R_MEM);
-			c->t_ratio = card_qty(res, R_RATIO);
-		}
+		card_from_device(d, &cards[n++]);
 	}
-	/* ascending minor */
 	for (int a = 1; a < n; a++)
 		for (int b = a; b > 0 && cards[b - 1].minor > cards[b].minor; b--) {
-			struct card t = cards[b];
+			struct deviceshare_card t = cards[b];
 			cards[b] = cards[b - 1];
 			cards[b - 1] = t;
 		}
 	json_t **pods = NULL;
 	size_t np = store_list_index(ks->store, RES_PODS, STORE_IDX_NODE_LIVE, node, NULL, &pods);
 	for (size_t k = 0; k < np; k++) {
-		json_t *p = pods[k];
-		const char *ann = obj_annotation(p, DEVALLOC_ANNOTATION);
+		const char *ann = obj_annotation(pods[k], DEVALLOC_ANNOTATION);
 		struct devalloc a;
 		if (!ann || devalloc_parse(ann, strlen(ann), &a, NULL, 0) < 0)
 			continue;
-		cards_add(cards, n, &a);
+		deviceshare_cards_add(cards, n, &a);
 	}
 	gwb_free(pods);
 	return n;
@@ -584,7 +226,7 @@ struct nstate {
 	struct rlist alloc, used;
 	int npods;
 	int ncards; /* -1: no Device */
-	struct card cards[MAX_CARDS];
+	struct deviceshare_card cards[MAX_CARDS];
 };
 
 static void rl_add(struct rlist *to, const struct rlist *r)
@@ -704,7 +346,7 @@ static void filter_node(const json_t *pod, const json_t *node, const struct nsta
 		r->v = V_FIT;
 		return;
 	}
-	const struct card *cards = st->cards;
+	const struct deviceshare_card *cards = st->cards;
 	int n = st->ncards;
 	if (n < 0) {
 		r->v = V_FIT; /* no Device: DeviceShare has no cache entry and passes */
@@ -716,46 +358,23 @@ static void filter_node(const json_t *pod, const json_t *node, const struct nsta
 	}
 	const char *pl = obj_label(pod, ISOLATION_LABEL);
 	const char *nl = obj_label(node, ISOLATION_LABEL);
-	if (g->shared && pl && !strcmp(pl, "HAMi-core") && (!nl || strcmp(nl, "HAMi-core"))) {
+	if (g->r.shared && pl && !strcmp(pl, "HAMi-core") && (!nl || strcmp(nl, "HAMi-core"))) {
 		r->v = V_ERROR;
 		add_reason(r, "running \"DeviceShare\" filter plugin: "
 			      "GPUIsolationProviderHAMICore not found on the node");
 		return;
 	}
-	int all_topo = 1;
-	for (int k = 0; k < n; k++)
-		all_topo &= cards[k].has_topology;
 	int chosen[MAX_CARDS];
-	int got;
-	int topo = all_topo && !(g->count > 1 && g->shared);
-	if (topo)
-		got = alloc_topology(cards, n, g, chosen);
-	else
-		got = alloc_default(cards, n, g, chosen);
+	int got = deviceshare_allocate(cards, n, &g->r, g->s, chosen);
 	if (!got) {
+		int topo = deviceshare_topology_path(cards, n, &g->r);
 		add_reason(r, topo ? "Insufficient GPU Devices" : "Insufficient gpu devices");
 		return;
 	}
-	/* Reserve: fill memory and ratio against each card's own total (§3.2). */
+	/* Reserve: memory and ratio against each card's own total. */
 	memset(&r->alloc, 0, sizeof r->alloc);
-	for (int k = 0; k < got && k < DEVALLOC_MAX_CARDS; k++) {
-		const struct card *c = &cards[chosen[k]];
-		struct devalloc_card *a = &r->alloc.cards[r->alloc.ncards++];
-		a->minor = c->minor;
-		snprintf(a->id, sizeof a->id, "%s", c->id);
-		if (g->has_core) {
-			a->has_core = 1;
-			a->core = g->core;
-		}
-		a->has_mem = a->has_ratio = 1;
-		if (g->has_ratio) {
-			a->ratio = g->ratio;
-			a->mem_bytes = g->ratio * c->t_mem / 100;
-		} else {
-			a->mem_bytes = g->mem;
-			a->ratio = c->t_mem ? (int64_t)((double)g->mem / (double)c->t_mem * 100.0) : 0;
-		}
-	}
+	for (int k = 0; k < got && k < DEVALLOC_MAX_CARDS; k++)
+		deviceshare_fill(&cards[chosen[k]], &g->r, &r->alloc.cards[r->alloc.ncards++]);
 	r->has_alloc = 1;
 	r->v = V_FIT;
 }
@@ -847,6 +466,13 @@ static void bind_pod(struct ks *ks, json_t *pod, const char *node, const struct 
 	log_info("sched", "bound", "pod=%s/%s node=%s", ns, name, node);
 }
 
+/* NodeResourcesFit's LeastAllocated for one resource: the share left after the request, 0 when
+ * the request passes the total. */
+static int64_t least_allocated(int64_t total, int64_t requested)
+{
+	return requested > total ? 0 : (total - requested) * 100 / total;
+}
+
 /* NodeResourcesFit's LeastAllocated over cpu, memory, batch-cpu and batch-memory (weight 1
  * each, those the node has). */
 static int64_t fit_score(const struct nstate *st, const struct rlist *req)
@@ -858,48 +484,30 @@ static int64_t fit_score(const struct nstate *st, const struct rlist *req)
 		int64_t alloc = rl_get(&st->alloc, names[i]);
 		if (alloc <= 0)
 			continue;
-		sum += score_res(alloc, rl_get(&st->used, names[i]) + rl_get(req, names[i]), 0);
+		sum += least_allocated(alloc, rl_get(&st->used, names[i]) + rl_get(req, names[i]));
 		w++;
 	}
 	return w ? sum / w : 0;
 }
 
-/* DeviceShare's node score: its scorer over the node's summed healthy cards, with the
- * per-card request (not multiplied by the card count). */
-static int64_t device_score(const struct nstate *st, const struct gpu_req *g)
-{
-	if (!g->present || st->ncards <= 0)
-		return 0;
-	int64_t tr = 0, tm = 0, ur = 0, um = 0;
-	for (int i = 0; i < st->ncards; i++) {
-		if (!st->cards[i].healthy)
-			continue;
-		tr += st->cards[i].t_ratio;
-		tm += st->cards[i].t_mem;
-		ur += st->cards[i].u_ratio;
-		um += st->cards[i].u_mem;
-	}
-	return score_card(tr, tm, ur, um, g);
-}
-
-/* The node to bind to among those that fit: DeviceShare's score normalised so the best node
- * gets 100, plus NodeResourcesFit's; the highest total wins, ties to the first in name
+/* The node to bind to among those that fit: DeviceShare's node score normalised so the best
+ * node gets 100, plus NodeResourcesFit's; the highest total wins, ties to the first in name
  * order. Returns its index, or -1 when none fits. */
 static int pick_node(const struct node_result *res, const struct nstate *st, int nn,
 		     const struct rlist *req, const struct gpu_req *g)
 {
-	int64_t dmax = 0, dscore[MAX_NODES];
-	for (int i = 0; i < nn; i++) {
-		dscore[i] = res[i].v == V_FIT ? device_score(&st[i], g) : 0;
-		if (dscore[i] > dmax)
-			dmax = dscore[i];
-	}
+	int64_t dscore[MAX_NODES];
+	for (int i = 0; i < nn; i++)
+		dscore[i] = res[i].v == V_FIT && g->present
+				    ? deviceshare_node_score(st[i].cards, st[i].ncards, &g->r, g->s)
+				    : 0;
+	deviceshare_normalize(dscore, nn);
 	int pick = -1;
 	int64_t best = -1;
 	for (int i = 0; i < nn; i++) {
 		if (res[i].v != V_FIT)
 			continue;
-		int64_t total = (dmax ? dscore[i] * 100 / dmax : 0) + fit_score(&st[i], req);
+		int64_t total = dscore[i] + fit_score(&st[i], req);
 		if (total > best) {
 			best = total;
 			pick = i;
@@ -922,7 +530,7 @@ static void schedule_one(struct ks *ks, json_t *pod, json_t **nodes, struct nsta
 		set_unschedulable(ks, pod, "Unschedulable", full, scheduler);
 		return;
 	}
-	g.most = ks->cfg.score_most;
+	g.s = ks->cfg.score_most ? DEVICESHARE_MOST_ALLOCATED : DEVICESHARE_LEAST_ALLOCATED;
 	struct node_result *res = gwb_calloc((size_t)(nn ? nn : 1), sizeof *res);
 	for (int i = 0; i < nn; i++) {
 		filter_node(pod, nodes[i], &st[i], &req, &g, koord, &res[i]);
@@ -939,7 +547,7 @@ static void schedule_one(struct ks *ks, json_t *pod, json_t **nodes, struct nsta
 		rl_add(&st[pick].used, &req);
 		st[pick].npods++;
 		if (res[pick].has_alloc && st[pick].ncards > 0)
-			cards_add(st[pick].cards, st[pick].ncards, &res[pick].alloc);
+			deviceshare_cards_add(st[pick].cards, st[pick].ncards, &res[pick].alloc);
 	} else {
 		fit_error(res, nn, msg, sizeof msg);
 		set_unschedulable(ks, pod, "Unschedulable", msg, scheduler);
