@@ -12,6 +12,7 @@
 #include "lib/err.h"
 #include "lib/kobj.h"
 #include "lib/log.h"
+#include "server/api/api.h"
 #include "server/recon/jobspec.h"
 #include "server/recon/reconciler.h"
 #include "server/store/store_audit.h"
@@ -193,8 +194,8 @@ static json_t *audit_compute(struct api_ctx *api, int64_t now_ms, int64_t *drift
 			(json_int_t)a.drift, "teams", a.teams, "tasks", a.tasks, "cluster",
 			cluster_note(&a, api->recon != NULL), "repairs", repairs);
 	*drift = a.drift;
-	api->audit_drift = a.drift;
-	api->audit_at_ms = now_ms;
+	api->audit.drift = a.drift;
+	api->audit.at_ms = now_ms;
 out:
 	json_decref(a.teams);
 	json_decref(a.tasks);
@@ -290,9 +291,9 @@ static void log_drift(const json_t *a)
 void api_audit_cron(void *arg, int64_t now_ms)
 {
 	struct api_ctx *api = arg;
-	if (api->audit_cron_ms && now_ms - api->audit_cron_ms < api->cfg->audit_interval_s * 1000)
+	if (api->audit.cron_ms && now_ms - api->audit.cron_ms < api->cfg->audit_interval_s * 1000)
 		return;
-	api->audit_cron_ms = now_ms;
+	api->audit.cron_ms = now_ms;
 	int64_t drift = 0;
 	json_t *a = audit_compute(api, now_ms, &drift);
 	if (!a) {
@@ -308,8 +309,8 @@ void api_audit_cron(void *arg, int64_t now_ms)
 
 void api_audit_metrics(const struct api_ctx *api, struct evbuffer *out)
 {
-	if (!api->audit_at_ms)
+	if (!api->audit.at_ms)
 		return;
 	evbuffer_add_printf(out, "# TYPE gwb_audit_drift gauge\ngwb_audit_drift %lld\n",
-			    (long long)api->audit_drift);
+			    (long long)api->audit.drift);
 }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "lib/alloc.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/recon/reconciler.h"
 
 void api_hist_observe(struct api_hist *h, double v)
@@ -101,7 +101,7 @@ void api_metrics(struct req *r)
 	evbuffer_add_printf(b, "# TYPE gwb_http_replies_total counter\n");
 	for (int c = 2; c <= 5; c++)
 		evbuffer_add_printf(b, "gwb_http_replies_total{class=\"%dxx\"} %lld\n", c,
-				    (long long)api->replies[c]);
+				    (long long)api->http.replies[c]);
 	evbuffer_add_printf(b, "# TYPE gwb_store_batches_total counter\ngwb_store_batches_total %lld\n"
 			       "# TYPE gwb_store_batch_requests_total counter\n"
 			       "gwb_store_batch_requests_total %lld\n"
@@ -109,10 +109,10 @@ void api_metrics(struct req *r)
 			       "gwb_store_batches_failed_total %lld\n"
 			       "# TYPE gwb_http_replies_client_gone_total counter\n"
 			       "gwb_http_replies_client_gone_total %lld\n",
-			    (long long)api->batches, (long long)api->batch_requests,
-			    (long long)api->batches_failed, (long long)api->replies_gone);
-	api_hist_write(&api->batch_size, "gwb_store_batch_size", b);
-	api_hist_write(&api->submit_seconds, "gwb_submit_duration_seconds", b);
+			    (long long)api->commit.batches, (long long)api->commit.batch_requests,
+			    (long long)api->commit.batches_failed, (long long)api->commit.replies_gone);
+	api_hist_write(&api->commit.batch_size, "gwb_store_batch_size", b);
+	api_hist_write(&api->http.submit_seconds, "gwb_submit_duration_seconds", b);
 	struct store_sync_stats sy;
 	store_sync_stats(api->store, &sy);
 	evbuffer_add_printf(b, "# TYPE gwb_store_wal_syncs_total counter\ngwb_store_wal_syncs_total %lld\n"
@@ -145,7 +145,7 @@ void api_metrics(struct req *r)
 			    gwb_alloc_bytes());
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
 			  "text/plain; version=0.0.4");
-	api->replies[2]++;
+	http_count_reply(r, 200);
 	evhttp_send_reply(r->ev, 200, NULL, b);
 	evbuffer_free(b); /* evhttp_send_reply leaves the buffer ours */
 }

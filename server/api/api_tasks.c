@@ -13,7 +13,7 @@
 #include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/recon/diagnose.h"
 #include "server/recon/reconciler.h"
 
@@ -43,6 +43,12 @@ static const char *const submit_fields[F_N + 1] = {
 };
 static const char *const qos_values[] = { "LS", "BE", NULL };
 static const char *const experiment_values[] = { "normal", "overlimit", NULL };
+
+void api_task_changed(const struct api_ctx *api, const char *task_id)
+{
+	if (api->task_changed)
+		api->task_changed(api->task_changed_arg, task_id);
+}
 
 int api_valid_team(const char *s)
 {
@@ -394,14 +400,14 @@ static void submit_free(struct submit_ctx *c)
 
 static struct submit_ctx *submit_ctx_new(struct api_ctx *api)
 {
-	struct submit_ctx *c = api->submit_spare;
+	struct submit_ctx *c = api->submit.head;
 	if (!c) {
 		c = gwb_calloc(1, sizeof *c);
 		c->api = api;
 		return c;
 	}
-	api->submit_spare = c->next_spare;
-	api->nsubmit_spare--;
+	api->submit.head = c->next_spare;
+	api->submit.n--;
 	struct task *row = c->row;
 	struct jw view = c->view;
 	memset(c, 0, sizeof *c);
@@ -415,24 +421,24 @@ static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
 	struct api_ctx *api = c->api;
-	if (api->nsubmit_spare >= SUBMIT_SPARE_MAX)
+	if (api->submit.n >= SUBMIT_SPARE_MAX)
 		return submit_free(c);
-	c->next_spare = api->submit_spare;
-	api->submit_spare = c;
-	api->nsubmit_spare++;
+	c->next_spare = api->submit.head;
+	api->submit.head = c;
+	api->submit.n++;
 }
 
 void api_tasks_spares_free(struct api_ctx *api)
 {
-	while (api->submit_spare) {
-		struct submit_ctx *c = api->submit_spare;
-		api->submit_spare = c->next_spare;
+	while (api->submit.head) {
+		struct submit_ctx *c = api->submit.head;
+		api->submit.head = c->next_spare;
 		submit_free(c);
 	}
-	api->nsubmit_spare = 0;
+	api->submit.n = 0;
 }
 
-static const struct http_deferred_ops submit_ops = { submit_decide, submit_reply,
+static const struct commit_ops submit_ops = { submit_decide, submit_reply,
 						     submit_release, submit_prepare };
 
 void api_tasks_submit(struct req *r)
@@ -473,7 +479,7 @@ void api_tasks_submit(struct req *r)
 	}
 	c->now_ms = clock_now_ms();
 	c->ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
-	http_defer(r, &submit_ops, c);
+	commit_defer(r, &submit_ops, c);
 out:
 	json_decref(body);
 }
