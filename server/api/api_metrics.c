@@ -110,7 +110,8 @@ void api_metrics(struct req *r)
 			       "# TYPE gwb_http_replies_client_gone_total counter\n"
 			       "gwb_http_replies_client_gone_total %lld\n",
 			    (long long)api->commit.batches, (long long)api->commit.batch_requests,
-			    (long long)api->commit.batches_failed, (long long)api->commit.replies_gone);
+			    (long long)api->commit.batches_failed,
+			    (long long)api->commit.replies_gone);
 	api_hist_write(&api->commit.batch_size, "gwb_store_batch_size", b);
 	api_hist_write(&api->http.submit_seconds, "gwb_submit_duration_seconds", b);
 	struct store_sync_stats sy;

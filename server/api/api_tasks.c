@@ -14,6 +14,7 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/api/api.h"
+#include "server/quota.h"
 #include "server/recon/diagnose.h"
 #include "server/recon/reconciler.h"
 
@@ -269,35 +270,28 @@ static int submit_query(struct req *r)
 	return dry;
 }
 
-static int64_t pair_get(const json_t *o, const char *part, const char *key)
-{
-	return json_integer_value(json_object_get(json_object_get(o, part), key));
-}
-
 /* POST /v1/tasks?dry_run=true: what a submission would get now, written nowhere. */
 static void dry_run(struct req *r, const struct task_req *q)
 {
-	json_t *team = store_team_json(r->api->store, q->team);
-	if (!team)
+	struct team_usage u;
+	if (store_team_usage(r->api->store, q->team, &u))
 		return http_reply_error(r, 404, "team_not_found", "no such team",
 					json_pack("{s:s}", "team", q->team));
-	int64_t qm = pair_get(team, "quota", "gpu_memory_mib");
-	int64_t qc = pair_get(team, "quota", "gpu_core_percent");
-	int64_t rm = pair_get(team, "reserved", "gpu_memory_mib");
-	int64_t rc = pair_get(team, "reserved", "gpu_core_percent");
-	json_decref(team);
-	int64_t mem = q->gpu_memory_mib * q->gpu_count, core = q->gpu_core_percent * q->gpu_count;
-	int admitted = rm + mem <= qm && rc + core <= qc;
-	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", admitted, "requested",
-				  pair(mem, core), "reserved", pair(rm, rc), "quota", pair(qm, qc));
-	if (!admitted)
+	struct quota_ask ask = { q->gpu_memory_mib, q->gpu_core_percent, q->gpu_count };
+	struct quota_verdict v = quota_decide(&u, &ask);
+	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", v.admitted, "requested",
+				  pair(v.req_mem, v.req_core), "reserved",
+				  pair(u.reserved_mem, u.reserved_core), "quota",
+				  pair(u.quota_mem, u.quota_core));
+	if (!v.admitted)
 		json_object_set_new(quota, "code", json_string("quota_exceeded"));
 	const char *strategy = r->api->cfg->predict_strategy;
 	json_t *basis = json_pack("{s:b, s:s}", "picture_fresh", 0, "strategy", strategy);
 	json_t *placement = json_null();
-	if (admitted && r->api->recon) {
+	if (v.admitted && r->api->recon) {
 		struct diag_req dr = { "(dry run)", q->gpu_memory_mib, q->gpu_core_percent,
-				       q->gpu_count, rm, qm, rc, qc };
+				       q->gpu_count, u.reserved_mem, u.quota_mem,
+				       u.reserved_core, u.quota_core };
 		int fresh = 0;
 		json_decref(placement);
 		placement = reconciler_predict(r->api->recon, &dr, strategy, &fresh);
@@ -306,7 +300,7 @@ static void dry_run(struct req *r, const struct task_req *q)
 			json_object_set_new(basis, "note",
 					    json_string("the card picture is stale (the API server is "
 							"away): the placement may be out of date"));
-	} else if (admitted) {
+	} else if (v.admitted) {
 		json_object_set_new(basis, "note",
 				    json_string("no Kubernetes API is configured: no placement"));
 	}

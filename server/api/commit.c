@@ -200,7 +200,8 @@ void commit_start(struct commit_group *g, struct event_base *base, struct store 
 	/* Batches commit without waiting for the disk; their answers wait for the sync thread
 	 * (server/store/store_sync.c). Without it, each batch's COMMIT syncs as before. */
 	if (store_sync_start(store) == 0) {
-		g->sync_ev = event_new(base, store_sync_fd(store), EV_READ | EV_PERSIST, on_synced, g);
+		g->sync_ev =
+		    event_new(base, store_sync_fd(store), EV_READ | EV_PERSIST, on_synced, g);
 		event_add(g->sync_ev, NULL);
 	} else {
 		log_warn("http", "sync_thread_off", "reason=%s",
