@@ -28,7 +28,6 @@
 static const double submit_bounds[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
 					0.05,   0.1,   0.25,  0.5,   1,    2.5 };
 
-
 void http_add_header(struct req *r, const char *name, const char *value)
 {
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
