@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
-#include <openssl/sha.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,7 +15,7 @@
 #include "lib/log.h"
 #include "lib/prom.h"
 #include "server/api/api_audit.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/kube/kube.h"
 #include "server/intents.h"
 #include "server/recon/reconciler.h"
@@ -41,7 +40,7 @@ struct server {
 	struct event *ckpt_ev; /* the checkpoint thread's results */
 	struct event *sig_term, *sig_int;
 	int64_t idem_purged_ms;   /* last idempotency-key purge */
-	int64_t batches_seen;     /* api.batches at the last tick: none since means idle */
+	int64_t batches_seen;     /* api.commit.batches at the last tick: none since means idle */
 	int checkpoint_failing;   /* the last checkpoint that finished or failed, failed */
 	struct {
 		const char *name;
@@ -116,8 +115,8 @@ static void on_cron(evutil_socket_t fd, short what, void *arg)
 	/* Checkpoints start here, never inside a request's COMMIT: PASSIVE ones on the
 	 * checkpoint thread while work goes on, TRUNCATE (the WAL file emptied) on the loop
 	 * once a tick passed without a write batch and the thread is not at one. */
-	int idle = srv->api.batches == srv->batches_seen;
-	srv->batches_seen = srv->api.batches;
+	int idle = srv->api.commit.batches == srv->batches_seen;
+	srv->batches_seen = srv->api.commit.batches;
 	struct store_wal_stats w;
 	store_wal_stats(srv->store, &w);
 	if (w.wal_bytes <= 0 || store_ckpt_running(srv->store))
@@ -265,14 +264,9 @@ static int server_run(struct server *srv)
 	api->readiness = readiness;
 	api->readiness_arg = srv;
 	api->started_ms = clock_now_ms();
-	if (cfg->admin_token[0]) {
-		SHA256((const unsigned char *)cfg->admin_token, strlen(cfg->admin_token),
-		       api->admin_hash);
-		api->has_admin = 1;
-	} else {
+	if (!cfg->admin_token[0]) /* the API keeps the admin token's hash (auth_start) */
 		log_warn("server", "no_admin_token", "hint=%s",
 			 log_q("set GWB_ADMIN_TOKEN to manage teams"));
-	}
 	/* The queue side first: whether it exists decides how intents reach the reconciler. */
 	struct intents_ctx ictx = { srv->base, cfg, srv->store, hooks };
 	if (intents_start(&srv->intents, &ictx, err, sizeof err)) {
@@ -309,9 +303,9 @@ static int server_run(struct server *srv)
 	event_add(srv->sig_term, NULL);
 	event_add(srv->sig_int, NULL);
 	log_info("server", "started", "version=%s mode=%s db=%s url=%s", GWB_VERSION, cfg->mode,
-		 log_q(cfg->db), api->url);
+		 log_q(cfg->db), api->http.url);
 	/* Scripts look for exactly this line to find the port. */
-	printf("gwb-server listening on %s\n", api->url);
+	printf("gwb-server listening on %s\n", api->http.url);
 	fflush(stdout);
 	event_base_dispatch(srv->base);
 	return 0;

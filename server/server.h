@@ -1,7 +1,7 @@
 /* What gwb-server's process offers its modules: the version, and the two extension points a
  * module plugs into, readiness reporters for /readyz and the housekeeping tick, reached
  * through a small table of callbacks. The process struct itself is private to main.c: each
- * module gets a narrow context of what it needs (http.h's api_ctx, intents.h's intents_ctx,
+ * module gets a narrow context of what it needs (api.h's api_ctx, intents.h's intents_ctx,
  * reconciler.h's reconciler_ctx). */
 #ifndef GWB_SERVER_H
 #define GWB_SERVER_H

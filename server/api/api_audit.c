@@ -14,6 +14,7 @@
 #include "lib/kobj.h"
 #include "lib/log.h"
 #include "lib/prom.h"
+#include "server/api/api.h"
 #include "server/recon/jobspec.h"
 #include "server/recon/reconciler.h"
 #include "server/store/store_audit.h"
@@ -190,8 +191,8 @@ static json_t *audit_compute(struct api_ctx *api, int64_t now_ms, int64_t *drift
 			(json_int_t)a.drift, "teams", a.teams, "tasks", a.tasks, "cluster",
 			cluster_note(&a, api->recon != NULL), "repairs", repairs);
 	*drift = a.drift;
-	api->audit_drift = a.drift;
-	api->audit_at_ms = now_ms;
+	api->audit.drift = a.drift;
+	api->audit.at_ms = now_ms;
 out:
 	json_decref(a.teams);
 	json_decref(a.tasks);
@@ -287,9 +288,9 @@ static void log_drift(const json_t *a)
 void api_audit_cron(void *arg, int64_t now_ms)
 {
 	struct api_ctx *api = arg;
-	if (api->audit_cron_ms && now_ms - api->audit_cron_ms < api->cfg->audit_interval_s * 1000)
+	if (api->audit.cron_ms && now_ms - api->audit.cron_ms < api->cfg->audit_interval_s * 1000)
 		return;
-	api->audit_cron_ms = now_ms;
+	api->audit.cron_ms = now_ms;
 	int64_t drift = 0;
 	json_t *a = audit_compute(api, now_ms, &drift);
 	if (!a) {
@@ -305,7 +306,7 @@ void api_audit_cron(void *arg, int64_t now_ms)
 
 void api_audit_metrics(const struct api_ctx *api, struct evbuffer *out)
 {
-	if (!api->audit_at_ms)
+	if (!api->audit.at_ms)
 		return;
-	prom_gauge(out, "gwb_audit_drift", NULL, api->audit_drift);
+	prom_gauge(out, "gwb_audit_drift", NULL, api->audit.drift);
 }

@@ -8,6 +8,14 @@
 
 #include "server/api/http.h"
 
+struct api_ctx;
+
+/* The audit's part of the API's context (server/api/api.h): when the last audit ran and the
+ * drift it found; when the housekeeping run last started it. */
+struct api_audit_state {
+	int64_t at_ms, drift, cron_ms;
+};
+
 /* GET /v1/audit (admin): the audit computed now (API.md "Audit"). Answers r exactly once. */
 void api_audit_get(struct req *r);
 /* POST /v1/audit/repair (admin): sets each team's stored reserved totals to the sum of its

@@ -9,7 +9,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/recon/reconciler.h"
 
 static void not_found(struct req *r, const char *id)
@@ -64,7 +64,7 @@ static void cancel_release(void *arg)
 	gwb_free(arg);
 }
 
-static const struct http_deferred_ops cancel_ops = { cancel_decide, cancel_reply,
+static const struct commit_ops cancel_ops = { cancel_decide, cancel_reply,
 						     cancel_release, NULL };
 
 void api_task_cancel(struct req *r, const char *id)
@@ -85,5 +85,5 @@ void api_task_cancel(struct req *r, const char *id)
 	snprintf(c->team, sizeof c->team, "%s", team);
 	c->now_ms = clock_now_ms();
 	c->state = TASK_NONE;
-	http_defer(r, &cancel_ops, c);
+	commit_defer(r, &cancel_ops, c);
 }

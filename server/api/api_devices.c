@@ -1,6 +1,6 @@
 /* GET /v1/devices: the cards as the cluster reports them, with what the scheduler allocated on
  * each and to which tasks. */
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/recon/reconciler.h"
 
 void api_devices(struct req *r)

@@ -8,7 +8,7 @@
 
 #include "lib/alloc.h"
 #include "lib/prom.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/recon/reconciler.h"
 
 static void team_lines(struct evbuffer *b, json_t *teams)
@@ -66,14 +66,14 @@ static void http_lines(struct evbuffer *b, const struct api_ctx *api)
 		char class[4];
 		snprintf(class, sizeof class, "%dxx", c);
 		struct prom_label l = { "class", class };
-		prom_sample_int(b, "gwb_http_replies_total", &l, 1, api->replies[c]);
+		prom_sample_int(b, "gwb_http_replies_total", &l, 1, api->http.replies[c]);
 	}
-	prom_counter(b, "gwb_store_batches_total", NULL, api->batches);
-	prom_counter(b, "gwb_store_batch_requests_total", NULL, api->batch_requests);
-	prom_counter(b, "gwb_store_batches_failed_total", NULL, api->batches_failed);
-	prom_counter(b, "gwb_http_replies_client_gone_total", NULL, api->replies_gone);
-	prom_hist_write(b, "gwb_store_batch_size", NULL, &api->batch_size);
-	prom_hist_write(b, "gwb_submit_duration_seconds", NULL, &api->submit_seconds);
+	prom_counter(b, "gwb_store_batches_total", NULL, api->commit.batches);
+	prom_counter(b, "gwb_store_batch_requests_total", NULL, api->commit.batch_requests);
+	prom_counter(b, "gwb_store_batches_failed_total", NULL, api->commit.batches_failed);
+	prom_counter(b, "gwb_http_replies_client_gone_total", NULL, api->commit.replies_gone);
+	prom_hist_write(b, "gwb_store_batch_size", NULL, &api->commit.batch_size);
+	prom_hist_write(b, "gwb_submit_duration_seconds", NULL, &api->http.submit_seconds);
 }
 
 /* The WAL's syncs and checkpoints. */
@@ -124,7 +124,7 @@ void api_metrics(struct req *r)
 	prom_gauge(b, "gwb_alloc_bytes", NULL, (int64_t)gwb_alloc_bytes());
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
 			  "text/plain; version=0.0.4");
-	api->replies[2]++;
+	http_count_reply(r, 200);
 	evhttp_send_reply(r->ev, 200, NULL, b);
 	evbuffer_free(b); /* evhttp_send_reply leaves the buffer ours */
 }

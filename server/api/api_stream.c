@@ -19,7 +19,7 @@
 #include "lib/clock.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/recon/reconciler.h"
 #include "server/store/store_stream.h"
 
@@ -396,7 +396,7 @@ void api_stream(struct req *r)
 	http_add_header(r, "Cache-Control", "no-store");
 	http_add_header(r, "X-Accel-Buffering", "no"); /* proxies: do not hold the events back */
 	evhttp_send_reply_start(r->ev, 200, "OK");
-	r->api->replies[2]++; /* /metrics counts replies by class */
+	http_count_reply(r, 200); /* /metrics counts replies by class */
 	struct evhttp_connection *conn = evhttp_request_get_connection(r->ev);
 	evhttp_connection_set_closecb(conn, on_close, s);
 	/* The kernel's send buffer holds a stream's bytes too: capped like ours, so a client that

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "lib/clock.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 
 void api_healthz(struct req *r)
 {

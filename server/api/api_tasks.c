@@ -14,7 +14,8 @@
 #include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
+#include "server/quota.h"
 #include "server/recon/diagnose.h"
 #include "server/recon/reconciler.h"
 
@@ -44,6 +45,12 @@ static const char *const submit_fields[F_N + 1] = {
 };
 static const char *const qos_values[] = { "LS", "BE", NULL };
 static const char *const experiment_values[] = { "normal", "overlimit", NULL };
+
+void api_task_changed(const struct api_ctx *api, const char *task_id)
+{
+	if (api->task_changed)
+		api->task_changed(api->task_changed_arg, task_id);
+}
 
 int api_valid_team(const char *s)
 {
@@ -252,36 +259,28 @@ static int submit_query(struct req *r)
 	return dry;
 }
 
-static int64_t pair_get(const json_t *o, const char *part, const char *key)
-{
-	return json_integer_value(json_object_get(json_object_get(o, part), key));
-}
-
 /* POST /v1/tasks?dry_run=true: what a submission would get now, written nowhere. */
 static void dry_run(struct req *r, const struct task_req *q)
 {
-	json_t *team = store_team_json(r->api->store, q->team);
-	if (!team)
+	struct team_usage u;
+	if (store_team_usage(r->api->store, q->team, &u))
 		return http_reply_error(r, 404, "team_not_found", "no such team",
 					json_pack("{s:s}", "team", q->team));
-	int64_t qm = pair_get(team, "quota", "gpu_memory_mib");
-	int64_t qc = pair_get(team, "quota", "gpu_core_percent");
-	int64_t rm = pair_get(team, "reserved", "gpu_memory_mib");
-	int64_t rc = pair_get(team, "reserved", "gpu_core_percent");
-	json_decref(team);
-	int64_t mem = q->gpu_memory_mib * q->gpu_count, core = q->gpu_core_percent * q->gpu_count;
-	int admitted = rm + mem <= qm && rc + core <= qc;
-	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", admitted, "requested",
-				  jx_gpu_pair(mem, core), "reserved", jx_gpu_pair(rm, rc), "quota",
-				  jx_gpu_pair(qm, qc));
-	if (!admitted)
+	struct quota_ask ask = { q->gpu_memory_mib, q->gpu_core_percent, q->gpu_count };
+	struct quota_verdict v = quota_decide(&u, &ask);
+	json_t *quota = json_pack("{s:b, s:o, s:o, s:o}", "admitted", v.admitted, "requested",
+				  jx_gpu_pair(v.req_mem, v.req_core), "reserved",
+				  jx_gpu_pair(u.reserved_mem, u.reserved_core), "quota",
+				  jx_gpu_pair(u.quota_mem, u.quota_core));
+	if (!v.admitted)
 		json_object_set_new(quota, "code", json_string("quota_exceeded"));
 	const char *strategy = r->api->cfg->predict_strategy;
 	json_t *basis = json_pack("{s:b, s:s}", "picture_fresh", 0, "strategy", strategy);
 	json_t *placement = json_null();
-	if (admitted && r->api->recon) {
+	if (v.admitted && r->api->recon) {
 		struct diag_req dr = { "(dry run)", q->gpu_memory_mib, q->gpu_core_percent,
-				       q->gpu_count, rm, qm, rc, qc };
+				       q->gpu_count, u.reserved_mem, u.quota_mem,
+				       u.reserved_core, u.quota_core };
 		int fresh = 0;
 		json_decref(placement);
 		placement = reconciler_predict(r->api->recon, &dr, strategy, &fresh);
@@ -290,7 +289,7 @@ static void dry_run(struct req *r, const struct task_req *q)
 			json_object_set_new(basis, "note",
 					    json_string("the card picture is stale (the API server is "
 							"away): the placement may be out of date"));
-	} else if (admitted) {
+	} else if (v.admitted) {
 		json_object_set_new(basis, "note",
 				    json_string("no Kubernetes API is configured: no placement"));
 	}
@@ -384,14 +383,14 @@ static void submit_free(struct submit_ctx *c)
 
 static struct submit_ctx *submit_ctx_new(struct api_ctx *api)
 {
-	struct submit_ctx *c = api->submit_spare;
+	struct submit_ctx *c = api->submit.head;
 	if (!c) {
 		c = gwb_calloc(1, sizeof *c);
 		c->api = api;
 		return c;
 	}
-	api->submit_spare = c->next_spare;
-	api->nsubmit_spare--;
+	api->submit.head = c->next_spare;
+	api->submit.n--;
 	struct task *row = c->row;
 	struct jw view = c->view;
 	memset(c, 0, sizeof *c);
@@ -405,24 +404,24 @@ static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
 	struct api_ctx *api = c->api;
-	if (api->nsubmit_spare >= SUBMIT_SPARE_MAX)
+	if (api->submit.n >= SUBMIT_SPARE_MAX)
 		return submit_free(c);
-	c->next_spare = api->submit_spare;
-	api->submit_spare = c;
-	api->nsubmit_spare++;
+	c->next_spare = api->submit.head;
+	api->submit.head = c;
+	api->submit.n++;
 }
 
 void api_tasks_spares_free(struct api_ctx *api)
 {
-	while (api->submit_spare) {
-		struct submit_ctx *c = api->submit_spare;
-		api->submit_spare = c->next_spare;
+	while (api->submit.head) {
+		struct submit_ctx *c = api->submit.head;
+		api->submit.head = c->next_spare;
 		submit_free(c);
 	}
-	api->nsubmit_spare = 0;
+	api->submit.n = 0;
 }
 
-static const struct http_deferred_ops submit_ops = { submit_decide, submit_reply,
+static const struct commit_ops submit_ops = { submit_decide, submit_reply,
 						     submit_release, submit_prepare };
 
 void api_tasks_submit(struct req *r)
@@ -463,7 +462,7 @@ void api_tasks_submit(struct req *r)
 	}
 	c->now_ms = clock_now_ms();
 	c->ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
-	http_defer(r, &submit_ops, c);
+	commit_defer(r, &submit_ops, c);
 out:
 	json_decref(body);
 }

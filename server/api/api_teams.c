@@ -7,7 +7,7 @@
 #include "lib/err.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 
 /* Bounds of a team quota: totals over all cards (1 PiB of memory, 10,000 cards' cores). */
 #define QUOTA_MEM_MAX (1LL << 30)
@@ -79,7 +79,7 @@ void api_team_put(struct req *r, const char *team)
 	unsigned char hash[SHA256_DIGEST_LENGTH];
 	if (token)
 		SHA256((const unsigned char *)token, strlen(token), hash);
-	if (token && r->api->has_admin && memcmp(hash, r->api->admin_hash, sizeof hash) == 0) {
+	if (token && auth_is_admin_hash(&r->api->auth, hash)) {
 		http_reply_invalid_field(r, "token", "must differ from the admin token");
 		goto out;
 	}

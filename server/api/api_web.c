@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "lib/log.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "server/api/web_assets.h"
 
 /* Browsers must ask again each time (the names carry no version), and get a 304 while the
@@ -84,7 +84,7 @@ void api_web(struct req *r)
 	if (strncmp(a->type, "text/html", 9) == 0)
 		http_add_header(r, "Content-Security-Policy", WEB_CSP);
 	const char *inm = http_header(r, "If-None-Match");
-	r->api->replies[inm && etag_matches(inm, a->etag) ? 3 : 2]++; /* /metrics */
+	http_count_reply(r, inm && etag_matches(inm, a->etag) ? 304 : 200); /* /metrics */
 	if (inm && etag_matches(inm, a->etag)) {
 		evhttp_send_reply(r->ev, 304, "Not Modified", NULL);
 		return;

@@ -278,6 +278,12 @@ int store_team_totals(struct store *s, const char *team, int64_t *res_mem, int64
 json_t *store_team_json(struct store *s, const char *team);
 /* Every team, sorted by name, as a new JSON array. */
 json_t *store_teams_json(struct store *s);
+struct team_usage;
+/* Reads team's quota and reservation (server/quota.h) into *u as a decision made now sees
+ * them: inside a batch, the row plus what the batch's earlier submissions reserved for it,
+ * read once per batch and team (again once another statement wrote the teams table). 0,
+ * GWB_ENOTFOUND or GWB_EDB. */
+int store_team_usage(struct store *s, const char *team, struct team_usage *u);
 /* Finds the team whose token hash is hash (32 bytes). 0 and team, GWB_ENOTFOUND, GWB_EDB.
  * A token found is remembered (by its hash) for a second (STORE_TOKEN_TTL_MS), so most
  * calls read nothing; store_team_put with a token forgets them all, so a change made through

@@ -8,6 +8,7 @@
 #include "lib/err.h"
 #include "lib/jsonw.h"
 #include "lib/log.h"
+#include "server/quota.h"
 #include "server/store/store_internal.h"
 
 /* Looks up an unexpired idempotency key. Returns 1 (found: fills fp and task), 0 (absent or
@@ -85,19 +86,16 @@ void store_team_forget(struct store *s)
 	s->teams.pend_sp = s->teams.pend;
 }
 
-/* Reads the team's quota and reservation into res: inside a batch, what its row holds plus
- * what the batch's earlier submissions reserved for it, read once per batch and team (again
- * when another statement wrote the teams table). 0, GWB_ENOTFOUND or GWB_EDB. */
-static int team_totals(struct store *s, const char *team, struct submit_result *res)
+int store_team_usage(struct store *s, const char *team, struct team_usage *u)
 {
 	int64_t v[4];
 	if (!s->batch.open) {
 		int rc = team_select(s, team, v);
 		if (rc == 0) {
-			res->quota_mem = v[0];
-			res->quota_core = v[1];
-			res->reserved_mem = v[2];
-			res->reserved_core = v[3];
+			u->quota_mem = v[0];
+			u->quota_core = v[1];
+			u->reserved_mem = v[2];
+			u->reserved_core = v[3];
 		}
 		return rc;
 	}
@@ -114,10 +112,10 @@ static int team_totals(struct store *s, const char *team, struct submit_result *
 		p->read = 1;
 		snprintf(p->team, sizeof p->team, "%s", team);
 	}
-	res->quota_mem = p->quota_mem;
-	res->quota_core = p->quota_core;
-	res->reserved_mem = p->reserved_mem + p->add_mem;
-	res->reserved_core = p->reserved_core + p->add_core;
+	u->quota_mem = p->quota_mem;
+	u->quota_core = p->quota_core;
+	u->reserved_mem = p->reserved_mem + p->add_mem;
+	u->reserved_core = p->reserved_core + p->add_core;
 	return 0;
 }
 
@@ -262,7 +260,7 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	t->loaded_state = t->state;
 	sqlite3_stmt *st;
 
-	/* Inside a batch the team's row is written once, when the batch commits (team_totals
+	/* Inside a batch the team's row is written once, when the batch commits (store_team_usage
 	 * read it for this team just before). */
 	if (s->batch.open) {
 		s->teams.pend.add_mem += res->req_mem;
@@ -461,10 +459,15 @@ static int submit_row(struct store *s, const struct task_req *req, const char *k
 			goto out;
 		}
 	}
-	if ((rc = team_totals(s, req->team, res)))
+	struct team_usage u;
+	if ((rc = store_team_usage(s, req->team, &u)))
 		goto out;
-	if (res->reserved_mem + res->req_mem > res->quota_mem ||
-	    res->reserved_core + res->req_core > res->quota_core) {
+	res->quota_mem = u.quota_mem;
+	res->quota_core = u.quota_core;
+	res->reserved_mem = u.reserved_mem;
+	res->reserved_core = u.reserved_core;
+	struct quota_ask ask = { req->gpu_memory_mib, req->gpu_core_percent, req->gpu_count };
+	if (!quota_decide(&u, &ask).admitted) {
 		rc = GWB_EQUOTA;
 		goto out;
 	}

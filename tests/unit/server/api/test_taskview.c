@@ -8,7 +8,7 @@
 
 #include "lib/alloc.h"
 #include "lib/jsonw.h"
-#include "server/api/http.h"
+#include "server/api/api.h"
 #include "tests/harness/t.h"
 
 static struct task *task_new(void)
