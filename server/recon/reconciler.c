@@ -185,11 +185,13 @@ static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 	    !decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms,
 				r->intents_lost_at, now))
 		return 0;
-	task_set_state(t, TASK_CREATING);
 	json_t *d = json_pack("{s:s}", "intent",
 			      arrived ? "create" : has_queue ? "overdue" : "no_queue");
+	struct task_move m;
+	int rc = 0;
 	/* Forgotten at a pass that loads it moved: a batch's commit may still fail. */
-	int rc = store_task_observe(r->c.store, t, d, now);
+	if (task_take(t, TASK_EVENT_STATE, d, &m))
+		rc = store_task_move(r->c.store, t, &m, now);
 	json_decref(d);
 	return rc;
 }
@@ -209,11 +211,10 @@ static void takes_write(struct reconciler *r, int64_t now, json_t *taken)
 	while (k) {
 		struct take *next = k->next;
 		int rc = store_task_load(r->c.store, k->id, t);
-		if (rc == 0 && t->state == TASK_QUEUED) {
-			task_set_state(t, TASK_CREATING);
-			json_t *d = json_pack("{s:s}", "intent", "create");
-			rc = store_task_observe(r->c.store, t, d, now);
-			json_decref(d);
+		json_t *d = json_pack("{s:s}", "intent", "create");
+		struct task_move m;
+		if (rc == 0 && task_take(t, TASK_EVENT_STATE, d, &m)) {
+			rc = store_task_move(r->c.store, t, &m, now);
 			if (rc == GWB_EUNAVAIL) {
 				json_object_set_new(r->intent_retry, k->id, json_true());
 				rc = 0;
@@ -223,6 +224,7 @@ static void takes_write(struct reconciler *r, int64_t now, json_t *taken)
 			if (rc == GWB_ECONFLICT)
 				rc = 0;
 		}
+		json_decref(d);
 		if (rc)
 			k->done(k->arg, rc);
 		else
@@ -250,9 +252,10 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 	}
 	picture_view(r->pic, t, &v);
 	int fresh = picture_fresh(r->pic);
-	if (decide_observe(t, &v, fresh))
+	struct task_move m;
+	if (decide_observe(t, &v, fresh, &m))
 		diagnose(r, t);
-	if (t->changed && store_task_observe(r->c.store, t, NULL, now) == GWB_ECONFLICT) {
+	if (t->changed && store_task_move(r->c.store, t, &m, now) == GWB_ECONFLICT) {
 		mark_dirty(r, id); /* changed under us (a cancel): decide again */
 		goto out;
 	}
@@ -262,7 +265,8 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 		else
 			recon_ops_start(r->ops, t, decide_action(t, &v, fresh));
 	}
-	recon_ops_settle(r->ops, id, 0, task_state_is(t->state, TASK_FINAL) && t->released);
+	/* Done once nothing is left to look after: final and released. */
+	recon_ops_settle(r->ops, id, 0, !(task_flags(t->state, t->released) & TASK_ACTIVE));
 out:
 	recon_view_clear(&v);
 	gwb_free(t);
