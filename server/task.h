@@ -1,5 +1,6 @@
 /* The task model: the lifecycle as one table (states, their flags and the legal next states),
- * the one struct a task is read into (its column list drives the store's SELECT, column
+ * the reasons, proofs and events as tables, the move a decider returns for the store's one
+ * door, the one struct a task is read into (its column list drives the store's SELECT, column
  * indexes and binds), and the name of a task's Job. Pure code: no SQLite, no I/O. */
 #ifndef GWB_TASK_H
 #define GWB_TASK_H
@@ -95,10 +96,11 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
  * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
  * STATE (enum task_state). table "t" is tasks (a task's reservation is in its row since
  * migration 10). role: REQ (written by the submission), OBS (observed on the cluster: written
- * by store_task_observe with the state), RO (written elsewhere: the release, the cancel, the
- * store's own bookkeeping). This list drives struct task, the store's SELECT and its column
- * indexes, the submission's INSERT (REQ) and the observation's UPDATE (OBS); adding a task
- * field is one line here, a migration, and its place in the API's view. */
+ * with every move by the store's door, store_task_move), RO (written elsewhere: the state and
+ * cancel_requested_at by the door, the release's columns by the release, the store's own
+ * bookkeeping). This list drives struct task, the store's SELECT and its column indexes, the
+ * submission's INSERT (REQ) and the door's UPDATE (OBS); adding a task field is one line
+ * here, a migration, and its place in the API's view. */
 #define TASK_COLUMNS(X)                                                       \
 	X(INT, seq, "t", "seq", 0, RO)                                        \
 	X(TEXT, id, "t", "id", 32, REQ)                                       \
