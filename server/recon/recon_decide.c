@@ -354,7 +354,7 @@ enum recon_action decide_action(const struct task *t, const struct recon_view *v
 }
 
 enum task_proof decide_release(const struct task *t, const struct recon_view *v,
-			       const json_t *items, int fresh, enum task_state *final)
+			       const json_t *items, int fresh, struct task_move *m)
 {
 	if (t->released || !fresh || !json_is_array(items))
 		return TASK_PROOF_NONE;
@@ -363,5 +363,13 @@ enum task_proof decide_release(const struct task *t, const struct recon_view *v,
 	json_array_foreach(items, i, p)
 		if (!kobj_pod_terminal(p))
 			return TASK_PROOF_NONE;
-	return decide_job_settled(t, v, final);
+	enum task_state final = TASK_NONE;
+	enum task_proof proof = decide_job_settled(t, v, &final);
+	if (proof != TASK_PROOF_NONE) {
+		m->to = final;
+		m->reason = decide_final_reason(t, proof, final);
+		m->event = TASK_EVENT_STATE;
+		m->detail = NULL;
+	}
+	return proof;
 }

@@ -106,10 +106,11 @@ enum task_proof decide_job_settled(const struct task *t, const struct recon_view
 enum recon_action decide_action(const struct task *t, const struct recon_view *v, int fresh);
 
 /* Step two of a release: items is the answer of the authoritative list of the task's Pods.
- * Returns the proof and sets *final when the reservation may be released now: the Job side
+ * Returns the proof, and fills *m with the release's move (to the final state, with the
+ * reason decide_final_reason gives), when the reservation may be released now: the Job side
  * settled, no listed Pod is anything but Succeeded or Failed (a Terminating Pod still runs),
- * and the picture is fresh. TASK_PROOF_NONE otherwise (retry later). */
+ * and the picture is fresh. TASK_PROOF_NONE otherwise (retry later; m untouched). */
 enum task_proof decide_release(const struct task *t, const struct recon_view *v,
-			       const json_t *items, int fresh, enum task_state *final);
+			       const json_t *items, int fresh, struct task_move *m);
 
 #endif

@@ -461,7 +461,7 @@ static json_t *pods_listed(const json_t *items)
 
 /* Releases with the evidence: the proof, the Job as the picture has it, every listed Pod. */
 static void release(struct rop *o, const struct task *t, const struct recon_view *v,
-		    const json_t *list, enum task_proof why, enum task_state final)
+		    const json_t *list, enum task_proof why, const struct task_move *m)
 {
 	struct recon_ops *ops = o->ops;
 	json_t *ev = json_pack("{s:s, s:o, s:o, s:s?, s:s, s:s, s:s}", "proof",
@@ -472,13 +472,13 @@ static void release(struct rop *o, const struct task *t, const struct recon_view
 			       "every Pod labelled with the task is listed; none is running; Pods "
 			       "deleted earlier are in the pod_deleted events");
 	int released = 0;
-	int rc = store_task_release(ops->c.store, t->id, why, final,
-				    decide_final_reason(t, why, final), ev, clock_now_ms(), &released);
+	int rc = store_task_release(ops->c.store, t->id, why, m->to, m->reason, ev, clock_now_ms(),
+				    &released);
 	if (rc)
 		log_error("recon", "release_failed", "task=%s error=%s", t->id, err_name(rc));
 	else if (released)
 		log_info("recon", "released", "task=%s proof=%s final=%s", t->id,
-			 task_proof_name(why), task_state_name(final));
+			 task_proof_name(why), task_state_name(m->to));
 	json_decref(ev);
 }
 
@@ -507,10 +507,10 @@ static void list_answered(struct rop *o, const json_t *list)
 	}
 	struct recon_view v;
 	picture_view(ops->c.pic, t, &v);
-	enum task_state final = TASK_NONE;
-	enum task_proof why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &final);
+	struct task_move m;
+	enum task_proof why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &m);
 	if (why != TASK_PROOF_NONE)
-		release(o, t, &v, list, why, final);
+		release(o, t, &v, list, why, &m);
 	else
 		backoff(o, clock_now_ms());
 	recon_view_clear(&v);

@@ -114,8 +114,9 @@ static int run_case(const char *file)
 	if (want) {
 		json_t *listed = json_object_get(c, "listed");
 		CHECKF(json_is_array(listed), "%s: release expected without listed Pods", file);
-		enum task_state final = TASK_NONE;
-		enum task_proof proof = decide_release(t, &v, listed, fresh, &final);
+		struct task_move rel;
+		enum task_proof proof = decide_release(t, &v, listed, fresh, &rel);
+		enum task_state final = proof != TASK_PROOF_NONE ? rel.to : TASK_NONE;
 		if (json_is_null(want)) {
 			CHECKF(proof == TASK_PROOF_NONE, "%s: released on %s", file,
 			       task_proof_name(proof));
@@ -197,8 +198,8 @@ TEST(decide_no_release_cases_hinge_on_their_fact)
 			recon_view_add_pod(&v, p);
 		struct task_move m;
 		decide_observe(t, &v, fresh, &m);
-		enum task_state final = TASK_NONE;
-		enum task_proof proof = decide_release(t, &v, listed, fresh, &final);
+		struct task_move rel;
+		enum task_proof proof = decide_release(t, &v, listed, fresh, &rel);
 		CHECKF(proof != TASK_PROOF_NONE, "%s: still not released without its fact", files[k]);
 		CHECK_STR(recon_action_name(decide_action(t, &v, fresh)), "list_pods");
 		recon_view_clear(&v);
@@ -223,8 +224,9 @@ TEST(decide_cluster_replaced_hinges_on_the_deadline)
 		v.pod_deadline_s = 310;
 		struct task_move m;
 		decide_observe(t, &v, 1, &m);
-		enum task_state final = TASK_NONE;
-		enum task_proof proof = decide_release(t, &v, listed, 1, &final);
+		struct task_move rel;
+		enum task_proof proof = decide_release(t, &v, listed, 1, &rel);
+		enum task_state final = proof != TASK_PROOF_NONE ? rel.to : TASK_NONE;
 		if (k == 0) {
 			CHECKF(proof == TASK_PROOF_NONE, "released 1 ms before the deadline");
 			CHECK_STR(t->reason, task_reason_name(TASK_REASON_CLUSTER_WAIT));
