@@ -1,5 +1,6 @@
-/* The store's reconciler side: loading a task for a decision, recording what was observed on
- * the cluster, and releasing a reservation together with the evidence that proved it. */
+/* The store's reconciler side: the tasks to look after, the one door that applies a decided
+ * move (store_move.c), the task's history, and releasing a reservation together with the
+ * evidence that proved it. */
 #ifndef GWB_STORE_RECON_H
 #define GWB_STORE_RECON_H
 
