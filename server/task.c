@@ -140,6 +140,17 @@ int task_take(const struct task *t, enum task_event_type event, const struct jso
 	return 1;
 }
 
+int task_cancel(const struct task *t, struct task_move *m)
+{
+	if (!task_state_is(t->state, TASK_CANCELLABLE))
+		return 0;
+	m->to = TASK_CANCELLING;
+	m->reason = TASK_REASON_KEEP;
+	m->event = TASK_EVENT_CANCEL;
+	m->detail = NULL;
+	return 1;
+}
+
 char *task_job_name(const char *task_id, char *out, size_t len)
 {
 	/* What snprintf(out, len, "gwb-%s", task_id) writes (cut short the same way). */

@@ -269,6 +269,9 @@ struct task_move task_stay(const struct task *t);
  * and fills *m; 0 when t is not queued (m untouched). */
 int task_take(const struct task *t, enum task_event_type event, const struct json_t *detail,
 	      struct task_move *m);
+/* The cancel request: a cancellable task (TASK_CANCELLABLE) moves to cancelling, recorded as
+ * TASK_EVENT_CANCEL. Returns 1 and fills *m; 0 when t is not cancellable (m untouched). */
+int task_cancel(const struct task *t, struct task_move *m);
 
 /* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */
 int task_cancel_requested(const struct task *t);

@@ -400,8 +400,9 @@ int store_intents_receive(struct store *s, const struct intent_rx *rx, int n, in
 /* ---- cancel ---- */
 
 /* The cancel's writes for t, read in the open transaction: its outbox row (the cancel
- * intent), then its move to cancelling through the door. */
-static int cancel_writes(struct store *s, struct task *t, int64_t now_ms)
+ * intent), then its move m through the door. */
+static int cancel_writes(struct store *s, struct task *t, const struct task_move *m,
+			 int64_t now_ms)
 {
 	/* Its id drawn above every task seq and outbox id: no create intent has it. */
 	int64_t intent;
@@ -423,8 +424,7 @@ static int cancel_writes(struct store *s, struct task *t, int64_t now_ms)
 	sqlite3_bind_int64(st, 3, intent);
 	if ((rc = store_step_done(s, st)))
 		return rc;
-	struct task_move m = { TASK_CANCELLING, TASK_REASON_KEEP, TASK_EVENT_CANCEL, NULL };
-	return store_move_write(s, t, &m, now_ms);
+	return store_move_write(s, t, m, now_ms);
 }
 
 int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,
@@ -438,11 +438,12 @@ int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task
 	if ((rc = store_task_load(s, id, t)))
 		goto out;
 	*state = t->state;
-	if (!task_state_is(t->state, TASK_CANCELLABLE)) {
+	struct task_move m;
+	if (!task_cancel(t, &m)) {
 		rc = 0;
 		goto out; /* nothing to write: the read-only unit is closed with nothing in it */
 	}
-	if ((rc = cancel_writes(s, t, now_ms)))
+	if ((rc = cancel_writes(s, t, &m, now_ms)))
 		goto out;
 	*changed = 1;
 out:

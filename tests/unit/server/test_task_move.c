@@ -228,4 +228,22 @@ TEST(task_move_tables_and_the_release)
 		CHECK_INT(!!(task_flags(s, 1) & TASK_HOLDS_QUOTA), !final);
 	}
 	CHECK_INT(task_flags(TASK_NONE, 0), 0);
+	/* The routes to creating and to cancelling, from the states the table allows. */
+	static struct task t; /* some 12 KB */
+	task_clear(&t);
+	for (int i = 0; i < TASK_NSTATES; i++) {
+		t.state = (enum task_state)i;
+		struct task_move m = { TASK_NONE, TASK_REASON_NONE, TASK_EVENT_STATE, NULL };
+		CHECK_INT(task_take(&t, TASK_EVENT_INTENT, NULL, &m), i == TASK_QUEUED);
+		if (i == TASK_QUEUED)
+			CHECK(m.to == TASK_CREATING && m.event == TASK_EVENT_INTENT &&
+			      m.reason == TASK_REASON_KEEP);
+		else
+			CHECK_INT(m.to, TASK_NONE);
+		int cancellable = task_state_is(t.state, TASK_CANCELLABLE);
+		CHECK_INT(task_cancel(&t, &m), cancellable);
+		if (cancellable)
+			CHECK(m.to == TASK_CANCELLING && m.event == TASK_EVENT_CANCEL &&
+			      task_transition_ok(t.state, m.to));
+	}
 }
