@@ -1,5 +1,6 @@
-/* The task model's pure parts: the lifecycle table read by name, flag and transition, and the
- * Job name of a task. */
+/* The task model's pure parts: the lifecycle table read by name, flag and transition, the
+ * reasons, proofs and events by name, the moves every decider starts from, and the Job name
+ * of a task. */
 #include "server/task.h"
 
 #include <stdio.h>
@@ -10,7 +11,7 @@ static const struct {
 	unsigned flags;
 	unsigned next; /* bit TASK_x set: x is a legal next state */
 } states[TASK_NSTATES] = {
-#define TASK_STATE_ROW(id, name_, flags_, next_) [TASK_##id] = { name_, flags_, next_ },
+#define TASK_STATE_ROW(id, name_, kind, next_) [TASK_##id] = { name_, TASK_KIND_##kind, next_ },
 	TASK_STATES(TASK_STATE_ROW)
 #undef TASK_STATE_ROW
 };
@@ -45,6 +46,14 @@ int task_state_is(enum task_state s, unsigned flags)
 	return in_table(s) && (states[s].flags & flags) == flags;
 }
 
+unsigned task_flags(enum task_state s, int released)
+{
+	unsigned f = task_state_flags(s);
+	if ((f & TASK_AWAITS_RELEASE) && !released)
+		f |= TASK_ACTIVE | TASK_HOLDS_QUOTA;
+	return f;
+}
+
 int task_transition_ok(enum task_state from, enum task_state to)
 {
 	if (!in_table(to) || !in_table(from))
@@ -74,10 +83,77 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len)
 	return buf;
 }
 
+static const char *const reasons[TASK_NREASONS] = {
+#define TASK_REASON_ROW(id, text) [TASK_REASON_##id] = text,
+	TASK_REASONS(TASK_REASON_ROW)
+#undef TASK_REASON_ROW
+};
+
+const char *task_reason_name(enum task_reason r)
+{
+	return (int)r >= 0 && r < TASK_NREASONS ? reasons[r] : NULL;
+}
+
+int task_reason_is(const char *text, enum task_reason r)
+{
+	const char *name = task_reason_name(r);
+	return text && name && strcmp(text, name) == 0;
+}
+
+static const char *const proofs[TASK_NPROOFS] = {
+#define TASK_PROOF_ROW(id, text) [TASK_PROOF_##id] = text,
+	TASK_PROOFS(TASK_PROOF_ROW)
+#undef TASK_PROOF_ROW
+};
+
+const char *task_proof_name(enum task_proof p)
+{
+	return (int)p >= 0 && p < TASK_NPROOFS ? proofs[p] : "?";
+}
+
+static const char *const events[TASK_NEVENTS] = {
+#define TASK_EVENT_ROW(id, text) [TASK_EVENT_##id] = text,
+	TASK_EVENTS(TASK_EVENT_ROW)
+#undef TASK_EVENT_ROW
+};
+
+const char *task_event_name(enum task_event_type e)
+{
+	return (int)e >= 0 && e < TASK_NEVENTS ? events[e] : "?";
+}
+
+struct task_move task_stay(const struct task *t)
+{
+	struct task_move m = { t->state, TASK_REASON_KEEP, TASK_EVENT_STATE, NULL };
+	return m;
+}
+
+int task_take(const struct task *t, enum task_event_type event, const struct json_t *detail,
+	      struct task_move *m)
+{
+	if (t->state != TASK_QUEUED)
+		return 0;
+	m->to = TASK_CREATING;
+	m->reason = TASK_REASON_KEEP;
+	m->event = event;
+	m->detail = detail;
+	return 1;
+}
+
+int task_cancel(const struct task *t, struct task_move *m)
+{
+	if (!task_state_is(t->state, TASK_CANCELLABLE))
+		return 0;
+	m->to = TASK_CANCELLING;
+	m->reason = TASK_REASON_KEEP;
+	m->event = TASK_EVENT_CANCEL;
+	m->detail = NULL;
+	return 1;
+}
+
 char *task_job_name(const char *task_id, char *out, size_t len)
 {
-	/* What snprintf(out, len, "gwb-%s", task_id) writes, without a format to parse: once
-	 * per submission. */
+	/* What snprintf(out, len, "gwb-%s", task_id) writes (cut short the same way). */
 	static const char prefix[] = "gwb-";
 	if (!len)
 		return out;
@@ -148,14 +224,6 @@ void task_set_bool(struct task *t, int *field, int v)
 	v = v != 0;
 	if (*field != v) {
 		*field = v;
-		t->changed = 1;
-	}
-}
-
-void task_set_state(struct task *t, enum task_state s)
-{
-	if (t->state != s) {
-		t->state = s;
 		t->changed = 1;
 	}
 }

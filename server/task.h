@@ -1,5 +1,6 @@
 /* The task model: the lifecycle as one table (states, their flags and the legal next states),
- * the one struct a task is read into (its column list drives the store's SELECT, column
+ * the reasons, proofs and events as tables, the move a decider returns for the store's one
+ * door, the one struct a task is read into (its column list drives the store's SELECT, column
  * indexes and binds), and the name of a task's Job. Pure code: no SQLite, no I/O. */
 #ifndef GWB_TASK_H
 #define GWB_TASK_H
@@ -7,21 +8,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Per-state flags. */
-#define TASK_FINAL 0x1u       /* the task ended: its state never changes again */
-#define TASK_ACTIVE 0x2u      /* the reconciler looks after it (it also looks after final tasks
-			       * whose reservation is not released yet) */
-#define TASK_HOLDS_QUOTA 0x4u /* its reservation is held for certain (a final task's is held
-			       * until the release proves its Pods stopped) */
-#define TASK_CANCELLABLE 0x8u /* a cancel request moves it to cancelling */
+/* Per-state flags. A final state's task is still looked after and still holds its
+ * reservation until its release: TASK_AWAITS_RELEASE says so, and task_flags gives a task's
+ * flags with its release taken into account. */
+#define TASK_FINAL 0x1u          /* the state never changes again */
+#define TASK_ACTIVE 0x2u         /* the reconciler looks after the task */
+#define TASK_HOLDS_QUOTA 0x4u    /* the task's reservation is held */
+#define TASK_CANCELLABLE 0x8u    /* a cancel request moves it to cancelling */
+#define TASK_AWAITS_RELEASE 0x10u /* until its release (released 0 -> 1, which proves its Pods
+				   * stopped) the task is TASK_ACTIVE and TASK_HOLDS_QUOTA too */
+
+/* The kinds of state, each its flags; a token, so that the preprocessor can pick the states
+ * of a kind (the store's SQL lists: STORE_SQL_FINAL). */
+#define TASK_KIND_LIVE (TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE)
+#define TASK_KIND_STOPPING (TASK_ACTIVE | TASK_HOLDS_QUOTA)
+#define TASK_KIND_ENDED (TASK_FINAL | TASK_AWAITS_RELEASE)
 
 #define TASK_TO(s) (1u << TASK_##s)
 
 /* The lifecycle, derived from what the code does (see ARCHITECTURE.md's diagram):
- * X(id, name, flags, legal next states).
+ * X(id, name, kind, legal next states).
  * - queued -> creating: the intent arrived (the queue's built-in handler or the reconciler),
- *   or the reconciler took an overdue intent. queued -> pending/running/succeeded/failed: the
- *   picture shows the task's Job already (the picture is the truth about what is).
+ *   or the reconciler took an overdue intent (task_take is the one route). queued ->
+ *   pending/running/succeeded/failed: the picture shows the task's Job already (the picture
+ *   is the truth about what is).
  * - creating/pending/running/unknown -> pending/running/succeeded/failed: observed from the
  *   Job and its newest Pod (a restarted Pod takes running back to pending), or a release on
  *   a Job observed gone.
@@ -31,30 +41,31 @@
  *   waits for its Pod's deadline, then the release ends it.
  * - creating -> failed: the API refused the Job.
  * - every state not final and not cancelling -> cancelling: the durable cancel request.
- * - cancelling -> cancelled: only the release, on proof that every Pod stopped. */
+ * - cancelling -> cancelled: only the release, on proof that every Pod stopped.
+ * - a final state: then only the release, once (TASK_AWAITS_RELEASE). */
 #define TASK_STATES(X)                                                                         \
-	X(QUEUED, "queued", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                  \
+	X(QUEUED, "queued", LIVE,                                                              \
 	  TASK_TO(CREATING) | TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) |         \
 		  TASK_TO(FAILED) | TASK_TO(CANCELLING))                                       \
-	X(CREATING, "creating", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,              \
+	X(CREATING, "creating", LIVE,                                                          \
 	  TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) |           \
 		  TASK_TO(CANCELLING) | TASK_TO(UNKNOWN))                                      \
-	X(PENDING, "pending", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                \
+	X(PENDING, "pending", LIVE,                                                            \
 	  TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) | TASK_TO(CANCELLING) |        \
 		  TASK_TO(UNKNOWN))                                                            \
-	X(RUNNING, "running", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                \
+	X(RUNNING, "running", LIVE,                                                            \
 	  TASK_TO(PENDING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) | TASK_TO(CANCELLING) |        \
 		  TASK_TO(UNKNOWN))                                                            \
-	X(SUCCEEDED, "succeeded", TASK_FINAL, 0u)                                              \
-	X(FAILED, "failed", TASK_FINAL, 0u)                                                    \
-	X(CANCELLING, "cancelling", TASK_ACTIVE | TASK_HOLDS_QUOTA, TASK_TO(CANCELLED))         \
-	X(CANCELLED, "cancelled", TASK_FINAL, 0u)                                              \
-	X(UNKNOWN, "unknown", TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE,                \
+	X(SUCCEEDED, "succeeded", ENDED, 0u)                                                   \
+	X(FAILED, "failed", ENDED, 0u)                                                         \
+	X(CANCELLING, "cancelling", STOPPING, TASK_TO(CANCELLED))                               \
+	X(CANCELLED, "cancelled", ENDED, 0u)                                                   \
+	X(UNKNOWN, "unknown", LIVE,                                                            \
 	  TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) |           \
 		  TASK_TO(CANCELLING))
 
 enum task_state {
-#define TASK_STATE_ENUM(id, name, flags, next) TASK_##id,
+#define TASK_STATE_ENUM(id, name, kind, next) TASK_##id,
 	TASK_STATES(TASK_STATE_ENUM)
 #undef TASK_STATE_ENUM
 	TASK_NSTATES,
@@ -69,6 +80,9 @@ enum task_state task_state_parse(const char *name);
 unsigned task_state_flags(enum task_state s);
 /* 1 when the state has every flag in flags. */
 int task_state_is(enum task_state s, unsigned flags);
+/* A task's flags: its state's, with TASK_ACTIVE and TASK_HOLDS_QUOTA while a state that
+ * awaits the release (TASK_AWAITS_RELEASE) is not released; 0 outside the table. */
+unsigned task_flags(enum task_state s, int released);
 /* 1 when a task may move from one state to the other. Staying in a state is not a transition
  * and is always allowed; TASK_NONE is never a legal end. */
 int task_transition_ok(enum task_state from, enum task_state to);
@@ -82,10 +96,11 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
  * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
  * STATE (enum task_state). table "t" is tasks (a task's reservation is in its row since
  * migration 10). role: REQ (written by the submission), OBS (observed on the cluster: written
- * by store_task_observe with the state), RO (written elsewhere: the release, the cancel, the
- * store's own bookkeeping). This list drives struct task, the store's SELECT and its column
- * indexes, the submission's INSERT (REQ) and the observation's UPDATE (OBS); adding a task
- * field is one line here, a migration, and its place in the API's view. */
+ * with every move by the store's door, store_task_move), RO (written elsewhere: the state and
+ * cancel_requested_at by the door, the release's columns by the release, the store's own
+ * bookkeeping). This list drives struct task, the store's SELECT and its column indexes, the
+ * submission's INSERT (REQ) and the door's UPDATE (OBS); adding a task field is one line
+ * here, a migration, and its place in the API's view. */
 #define TASK_COLUMNS(X)                                                       \
 	X(INT, seq, "t", "seq", 0, RO)                                        \
 	X(TEXT, id, "t", "id", 32, REQ)                                       \
@@ -134,8 +149,8 @@ struct task {
 #define TASK_FIELD(kind, f, tbl, col, size, role) TASK_FIELD_##kind(f, size)
 	TASK_COLUMNS(TASK_FIELD)
 #undef TASK_FIELD
-	/* Not columns: the state the row was loaded with (the observation's expected state),
-	 * and whether a task_set_* call changed anything since. */
+	/* Not columns: the state the row was loaded with (the state its deciders saw), and
+	 * whether a task_set_* call or a decided move changed anything since. */
 	enum task_state loaded_state;
 	int changed;
 };
@@ -148,30 +163,115 @@ enum task_col {
 	TASK_NCOLS
 };
 
-/* Empties t: every text "", every number 0, no state (TASK_NONE), without writing the
- * texts' 12 KiB as a memset would (a submission's new row is cleared for each). */
+/* Empties t: every text "" (its first byte only), every number 0, no state (TASK_NONE). */
 void task_clear(struct task *t);
 
 /* Setters of an observation: each writes the field only when the value differs and then sets
  * t->changed, so "did anything change?" needs neither a copy of the task nor a memcmp.
- * task_set_text takes NULL as "". */
+ * task_set_text takes NULL as "". A task's state is not set here: only the store's door
+ * (store_task_move) writes it, with a move. */
 void task_set_text(struct task *t, char *field, size_t size, const char *v);
 void task_set_int(struct task *t, int64_t *field, int64_t v);
 void task_set_bool(struct task *t, int *field, int v);
-void task_set_state(struct task *t, enum task_state s);
 #define TASK_SET_TEXT(t, f, v) task_set_text((t), (t)->f, sizeof (t)->f, (v))
-/* Reasons the reconciler gives that describe a passing state (decide_reason_now clears them
- * when the state moves on): the API could not be reached before the Job was known, a create
- * got no answer, the task's Pod is being deleted and still holds its card. */
-#define TASK_REASON_API_UNREACHABLE "api_unreachable"
-#define TASK_REASON_CREATE_UNKNOWN "create_outcome_unknown"
-#define TASK_REASON_POD_TERMINATING "waiting_for_pod_to_stop"
-/* The cluster the task's Job was recorded on was replaced (its identity changed) and the Job
- * vanished with it: its Pod may still run on a node of the old cluster until its deadline
- * (pod_deadline_at), so the task stays unknown with its quota until then; it then ends
- * failed (or cancelled) with TASK_REASON_CLUSTER_REPLACED. */
-#define TASK_REASON_CLUSTER_WAIT "cluster_replaced_waiting_for_pod_deadline"
-#define TASK_REASON_CLUSTER_REPLACED "cluster_replaced"
+
+/* The reasons the server gives a task (its reason column, shown by the API): X(id, text).
+ * The reasons of a passing state (decide_reason_now clears them when the state moves on):
+ * the API could not be reached before the Job was known, a create got no answer, the task's
+ * Pod is being deleted and still holds its card, the Job vanished with a replaced cluster
+ * (its Pod may still run on a node of the old cluster until its deadline, pod_deadline_at:
+ * the task stays unknown with its quota until then, and then ends with CLUSTER_REPLACED).
+ * Then the ends the reconciler gives: a Job name taken by a Job not ours, a Job the API
+ * refused, a Job deleted under the task (with how its Pod ended), a processed cancel, the
+ * worker's budget ledger refusing the work, a failed Job whose condition gave no reason. */
+#define TASK_REASONS(X)                                                         \
+	X(NONE, "")                                                             \
+	X(API_UNREACHABLE, "api_unreachable")                                   \
+	X(CREATE_UNKNOWN, "create_outcome_unknown")                             \
+	X(POD_TERMINATING, "waiting_for_pod_to_stop")                           \
+	X(CLUSTER_WAIT, "cluster_replaced_waiting_for_pod_deadline")            \
+	X(CLUSTER_REPLACED, "cluster_replaced")                                 \
+	X(JOB_NAME_CONFLICT, "job_name_conflict")                               \
+	X(JOB_REJECTED, "job_rejected")                                         \
+	X(JOB_DELETED, "job_deleted")                                           \
+	X(JOB_DELETED_POD_COMPLETED, "job_deleted_pod_completed")               \
+	X(JOB_DELETED_POD_FAILED, "job_deleted_pod_failed")                     \
+	X(CANCELLED, "cancelled")                                               \
+	X(LIMIT_REJECTED, "simulated_limit_rejected")                           \
+	X(JOB_FAILED, "Failed")
+
+enum task_reason {
+	TASK_REASON_KEEP = -1, /* no reason of the server's: the task keeps the one it has */
+#define TASK_REASON_ENUM(id, text) TASK_REASON_##id,
+	TASK_REASONS(TASK_REASON_ENUM)
+#undef TASK_REASON_ENUM
+	TASK_NREASONS
+};
+/* The reason's text as stored and shown (NULL for TASK_REASON_KEEP and outside the table). */
+const char *task_reason_name(enum task_reason r);
+/* 1 when text is the reason r's. */
+int task_reason_is(const char *text, enum task_reason r);
+
+/* What proves that a task's Pods stopped, so that its reservation may be released (the
+ * release's reason, stored as it is): its Job finished, was suspended with the suspension
+ * processed (a cancel), was observed gone, or vanished with a replaced cluster whose Pod's
+ * deadline has passed. NONE: nothing proves it (yet). */
+#define TASK_PROOFS(X)                                  \
+	X(NONE, "")                                     \
+	X(JOB_COMPLETE, "job_complete")                 \
+	X(JOB_FAILED, "job_failed")                     \
+	X(JOB_SUSPENDED, "job_suspended")               \
+	X(JOB_GONE, "job_gone")                         \
+	X(POD_DEADLINE_PASSED, "pod_deadline_passed")
+
+enum task_proof {
+#define TASK_PROOF_ENUM(id, text) TASK_PROOF_##id,
+	TASK_PROOFS(TASK_PROOF_ENUM)
+#undef TASK_PROOF_ENUM
+	TASK_NPROOFS
+};
+/* The proof's name ("" for NONE, "?" outside the table). */
+const char *task_proof_name(enum task_proof p);
+
+/* The events a move is recorded with in the task's history (their type): an observation or
+ * a decision of the reconciler's, an intent received by the queue's built-in handler, the
+ * durable cancel request. */
+#define TASK_EVENTS(X)                                  \
+	X(STATE, "state")                               \
+	X(INTENT, "intent_received")                    \
+	X(CANCEL, "cancel_requested")
+
+enum task_event_type {
+#define TASK_EVENT_ENUM(id, text) TASK_EVENT_##id,
+	TASK_EVENTS(TASK_EVENT_ENUM)
+#undef TASK_EVENT_ENUM
+	TASK_NEVENTS
+};
+/* The event's type as stored ("?" outside the table). */
+const char *task_event_name(enum task_event_type e);
+
+struct json_t;
+/* A decision about a task's state, as a decider returns it and the store's one door
+ * (store_task_move) applies it against the state the decider saw: the state to move to (the
+ * task's own: only its observed fields are written), the reason the task is to show
+ * (TASK_REASON_KEEP: its own), the event that records a change of state, and that event's
+ * detail (borrowed, may be NULL). */
+struct task_move {
+	enum task_state to;
+	enum task_reason reason;
+	enum task_event_type event;
+	const struct json_t *detail;
+};
+/* The move that keeps t where it is (its observed fields written, nothing else). */
+struct task_move task_stay(const struct task *t);
+/* The one route to creating: a queued task whose create intent arrived, or that the
+ * reconciler takes without it, moves to creating, recorded as event with detail. Returns 1
+ * and fills *m; 0 when t is not queued (m untouched). */
+int task_take(const struct task *t, enum task_event_type event, const struct json_t *detail,
+	      struct task_move *m);
+/* The cancel request: a cancellable task (TASK_CANCELLABLE) moves to cancelling, recorded as
+ * TASK_EVENT_CANCEL. Returns 1 and fills *m; 0 when t is not cancellable (m untouched). */
+int task_cancel(const struct task *t, struct task_move *m);
 
 /* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */
 int task_cancel_requested(const struct task *t);

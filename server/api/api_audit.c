@@ -71,7 +71,7 @@ static void on_holding(void *arg, const struct store_audit_task *t)
 	int64_t grace_ms = a->api->cfg->audit_grace_s * 1000;
 	/* A task whose Job vanished with a replaced cluster holds its quota on purpose until its
 	 * Pod's deadline; past the deadline and the grace, it should have been released. */
-	if (t->reason && strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0) {
+	if (task_reason_is(t->reason, TASK_REASON_CLUSTER_WAIT)) {
 		if (t->pod_deadline_at && a->now_ms - t->pod_deadline_at > grace_ms)
 			return problem(a, t->id, "holds_quota_past_pod_deadline", what);
 	} else if (a->cluster && !has_job && !has_pod && a->now_ms - t->created_at > grace_ms) {

@@ -59,10 +59,10 @@ static json_t *pending_json(const struct task *t)
 static json_t *reason_detail(const struct task *t)
 {
 	char buf[512], at[40];
-	if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) ||
-	    (!strcmp(t->reason, TASK_REASON_CLUSTER_REPLACED) && t->has_pod_deadline_at)) {
+	if (task_reason_is(t->reason, TASK_REASON_CLUSTER_WAIT) ||
+	    (task_reason_is(t->reason, TASK_REASON_CLUSTER_REPLACED) && t->has_pod_deadline_at)) {
 		clock_fmt_rfc3339(t->has_pod_deadline_at ? t->pod_deadline_at : 0, at, sizeof at);
-		if (!strcmp(t->reason, TASK_REASON_CLUSTER_WAIT))
+		if (task_reason_is(t->reason, TASK_REASON_CLUSTER_WAIT))
 			snprintf(buf, sizeof buf,
 				 "The Kubernetes cluster was replaced (the uid of its kube-system "
 				 "namespace changed) and this task's Job vanished with the old one. Its "

@@ -66,6 +66,12 @@ int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, in
 	       now_ms - t->created_at >= grace_ms;
 }
 
+/* The decided state of an observation: m moves to s. */
+static void move_to(struct task_move *m, enum task_state s)
+{
+	m->to = s;
+}
+
 static int pods_all_succeeded(const struct recon_view *v)
 {
 	size_t i;
@@ -93,7 +99,7 @@ static void observe_pod(struct task *t, const json_t *pod)
 		task_set_int(t, &t->exit_code, json_integer_value(kobj_get(term, "exitCode")));
 		const char *reason = kobj_str(term, "reason");
 		if (t->exit_code == WORKER_EXIT_LIMIT_REJECTED)
-			reason = "simulated_limit_rejected";
+			reason = task_reason_name(TASK_REASON_LIMIT_REJECTED);
 		/* After the release the task's reason is the one its end was given. */
 		if (!t->released)
 			TASK_SET_TEXT(t, reason, reason);
@@ -116,7 +122,7 @@ static void observe_pod(struct task *t, const json_t *pod)
  * Job's task becomes final only once its Pods are seen terminal too: the Jobs and the Pods
  * come on two watch streams, and the Job's condition can arrive before the Pod's exit code,
  * which the final task must show. */
-static void observe_job(struct task *t, const struct recon_view *v)
+static void observe_job(struct task *t, const struct recon_view *v, struct task_move *m)
 {
 	int finished = kobj_condition_true(v->job, "Complete") ||
 		       kobj_condition_true(v->job, "Failed");
@@ -128,12 +134,12 @@ static void observe_job(struct task *t, const struct recon_view *v)
 	if (finished && (!v->all_terminal || (!v->newest && !t->pod_name[0] && pods_ran)))
 		return;
 	if (kobj_condition_true(v->job, "Complete")) {
-		task_set_state(t, TASK_SUCCEEDED);
+		move_to(m, TASK_SUCCEEDED);
 	} else if (kobj_condition_true(v->job, "Failed")) {
-		task_set_state(t, TASK_FAILED);
+		move_to(m, TASK_FAILED);
 		if (!t->reason[0]) {
 			const char *why = kobj_str(kobj_condition(v->job, "Failed"), "reason");
-			TASK_SET_TEXT(t, reason, why ? why : "Failed");
+			TASK_SET_TEXT(t, reason, why ? why : task_reason_name(TASK_REASON_JOB_FAILED));
 		}
 	} else {
 		const char *phase = v->newest ? kobj_phase(v->newest) : NULL;
@@ -141,8 +147,7 @@ static void observe_job(struct task *t, const struct recon_view *v)
 		 * and the task is not pending again meanwhile. */
 		if (v->newest && kobj_pod_terminal(v->newest))
 			return;
-		task_set_state(t, phase && strcmp(phase, "Running") == 0 ? TASK_RUNNING
-									  : TASK_PENDING);
+		move_to(m, phase && strcmp(phase, "Running") == 0 ? TASK_RUNNING : TASK_PENDING);
 	}
 }
 
@@ -154,23 +159,24 @@ static int pod_terminating(const json_t *pod)
 						     strcmp(ph, "Failed") == 0));
 }
 
-void decide_reason_now(struct task *t, const struct recon_view *v)
+void decide_reason_now(struct task *t, const struct recon_view *v, enum task_state to)
 {
+	const char *none = task_reason_name(TASK_REASON_NONE);
 	if (t->released)
 		return;
 	/* The reasons of an unknown outcome describe that state only. */
-	if (t->state != TASK_UNKNOWN && (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
-					 strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0))
-		TASK_SET_TEXT(t, reason, "");
+	if (to != TASK_UNKNOWN && (task_reason_is(t->reason, TASK_REASON_API_UNREACHABLE) ||
+				   task_reason_is(t->reason, TASK_REASON_CREATE_UNKNOWN)))
+		TASK_SET_TEXT(t, reason, none);
 	/* Waiting for a replaced cluster's Pod ends only when its Job is seen after all (a
 	 * picture that does not show the gone Job yet, after a restart, changes nothing). */
-	if (strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0 && v->job)
-		TASK_SET_TEXT(t, reason, "");
+	if (task_reason_is(t->reason, TASK_REASON_CLUSTER_WAIT) && v->job)
+		TASK_SET_TEXT(t, reason, none);
 	/* A Pod being deleted still holds its card, and so the task its quota. */
 	if (!t->released && v->newest && pod_terminating(v->newest))
-		TASK_SET_TEXT(t, reason, TASK_REASON_POD_TERMINATING);
-	else if (strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0)
-		TASK_SET_TEXT(t, reason, "");
+		TASK_SET_TEXT(t, reason, task_reason_name(TASK_REASON_POD_TERMINATING));
+	else if (task_reason_is(t->reason, TASK_REASON_POD_TERMINATING))
+		TASK_SET_TEXT(t, reason, none);
 }
 
 int decide_cluster_replaced(const struct task *t, const struct recon_view *v)
@@ -184,36 +190,38 @@ int decide_cluster_replaced(const struct task *t, const struct recon_view *v)
  * seen, or, when none was seen started, now plus the deadline its Pod was given (any Pod of
  * the old cluster started before now). Until the release it is unknown (cancelling stays
  * cancelling) and says it waits for that deadline. */
-static void observe_replaced(struct task *t, const struct recon_view *v)
+static void observe_replaced(struct task *t, const struct recon_view *v, struct task_move *m)
 {
 	if (!t->has_pod_deadline_at) {
 		task_set_bool(t, &t->has_pod_deadline_at, 1);
 		task_set_int(t, &t->pod_deadline_at, v->now_ms + v->pod_deadline_s * 1000);
 	}
 	if (!task_cancel_requested(t) && task_transition_ok(t->state, TASK_UNKNOWN))
-		task_set_state(t, TASK_UNKNOWN);
-	TASK_SET_TEXT(t, reason, TASK_REASON_CLUSTER_WAIT);
+		move_to(m, TASK_UNKNOWN);
+	TASK_SET_TEXT(t, reason, task_reason_name(TASK_REASON_CLUSTER_WAIT));
 }
 
-const char *decide_final_reason(const struct task *t, const char *proof, enum task_state final)
+enum task_reason decide_final_reason(const struct task *t, enum task_proof proof,
+				     enum task_state final)
 {
-	if (strcmp(proof, "pod_deadline_passed") == 0)
-		return final == TASK_CANCELLED ? "cancelled" : TASK_REASON_CLUSTER_REPLACED;
-	if (strcmp(proof, "job_gone") == 0) {
+	enum task_reason cancelled = TASK_REASON_CANCELLED;
+	if (proof == TASK_PROOF_POD_DEADLINE_PASSED)
+		return final == TASK_CANCELLED ? cancelled : TASK_REASON_CLUSTER_REPLACED;
+	if (proof == TASK_PROOF_JOB_GONE) {
 		if (!t->pod_name[0])
-			return "job_deleted";
+			return TASK_REASON_JOB_DELETED;
 		int ok = final == TASK_SUCCEEDED ||
 			 (final == TASK_CANCELLED && t->has_exit_code && t->exit_code == 0);
-		return ok ? "job_deleted_pod_completed" : "job_deleted_pod_failed";
+		return ok ? TASK_REASON_JOB_DELETED_POD_COMPLETED : TASK_REASON_JOB_DELETED_POD_FAILED;
 	}
-	if (final == TASK_CANCELLED && strcmp(proof, "job_suspended") == 0)
-		return "cancelled";
-	if (strcmp(t->reason, TASK_REASON_API_UNREACHABLE) == 0 ||
-	    strcmp(t->reason, TASK_REASON_CREATE_UNKNOWN) == 0 ||
-	    strcmp(t->reason, TASK_REASON_POD_TERMINATING) == 0 ||
-	    strcmp(t->reason, TASK_REASON_CLUSTER_WAIT) == 0)
-		return final == TASK_CANCELLED ? "cancelled" : "";
-	return NULL;
+	if (final == TASK_CANCELLED && proof == TASK_PROOF_JOB_SUSPENDED)
+		return cancelled;
+	if (task_reason_is(t->reason, TASK_REASON_API_UNREACHABLE) ||
+	    task_reason_is(t->reason, TASK_REASON_CREATE_UNKNOWN) ||
+	    task_reason_is(t->reason, TASK_REASON_POD_TERMINATING) ||
+	    task_reason_is(t->reason, TASK_REASON_CLUSTER_WAIT))
+		return final == TASK_CANCELLED ? cancelled : TASK_REASON_NONE;
+	return TASK_REASON_KEEP;
 }
 
 void decide_observe_listed(struct task *t, const json_t *items)
@@ -230,8 +238,9 @@ void decide_observe_listed(struct task *t, const json_t *items)
 		observe_pod(t, newest);
 }
 
-int decide_observe(struct task *t, const struct recon_view *v, int fresh)
+int decide_observe(struct task *t, const struct recon_view *v, int fresh, struct task_move *m)
 {
+	*m = task_stay(t);
 	if (v->job) {
 		TASK_SET_TEXT(t, job_uid, kobj_uid(v->job));
 		task_set_bool(t, &t->job_suspended, kobj_suspended(v->job));
@@ -243,56 +252,63 @@ int decide_observe(struct task *t, const struct recon_view *v, int fresh)
 		observe_pod(t, v->newest);
 	else if (t->pod_uid[0] && fresh)
 		TASK_SET_TEXT(t, pod_phase, "Deleted"); /* shown, never relied on */
+	int diag = 0;
 	if (decide_cluster_replaced(t, v)) {
-		observe_replaced(t, v);
+		observe_replaced(t, v, m);
 		TASK_SET_TEXT(t, pending_diagnosis, "");
-		return 0;
+		goto out;
 	}
 	/* Only the release moves a task out of cancelling; nothing out of a final state. */
 	if (!task_state_is(t->state, TASK_FINAL) && !task_cancel_requested(t)) {
 		if (v->job) {
-			observe_job(t, v);
+			observe_job(t, v, m);
 		} else if (v->job_gone && v->all_terminal) {
 			/* The Job was deleted under us and no Pod of it runs any more. */
 			int ok = json_array_size(v->pods) && pods_all_succeeded(v);
-			task_set_state(t, ok ? TASK_SUCCEEDED : TASK_FAILED);
-			TASK_SET_TEXT(t, reason, ok ? "job_deleted_pod_completed"
-					       : json_array_size(v->pods) ? "job_deleted_pod_failed"
-								     : "job_deleted");
+			move_to(m, ok ? TASK_SUCCEEDED : TASK_FAILED);
+			TASK_SET_TEXT(t, reason,
+				      task_reason_name(ok ? TASK_REASON_JOB_DELETED_POD_COMPLETED
+						       : json_array_size(v->pods)
+							       ? TASK_REASON_JOB_DELETED_POD_FAILED
+							       : TASK_REASON_JOB_DELETED));
 		}
 	}
-	decide_reason_now(t, v);
-	if (t->state == TASK_PENDING && t->pending_message[0])
-		return 1;
-	TASK_SET_TEXT(t, pending_diagnosis, "");
-	return 0;
+	decide_reason_now(t, v, m->to);
+	if (m->to == TASK_PENDING && t->pending_message[0])
+		diag = 1;
+	else
+		TASK_SET_TEXT(t, pending_diagnosis, "");
+out:
+	if (m->to != t->state)
+		t->changed = 1;
+	return diag;
 }
 
-const char *decide_job_settled(const struct task *t, const struct recon_view *v,
-			       enum task_state *final)
+enum task_proof decide_job_settled(const struct task *t, const struct recon_view *v,
+				   enum task_state *final)
 {
 	int cancel = task_cancel_requested(t);
 	if (v->job) {
 		if (kobj_condition_true(v->job, "Complete")) {
 			*final = cancel ? TASK_CANCELLED : TASK_SUCCEEDED;
-			return "job_complete";
+			return TASK_PROOF_JOB_COMPLETE;
 		}
 		if (kobj_condition_true(v->job, "Failed")) {
 			*final = cancel ? TASK_CANCELLED : TASK_FAILED;
-			return "job_failed";
+			return TASK_PROOF_JOB_FAILED;
 		}
 		if (cancel && kobj_suspended(v->job) && kobj_condition_true(v->job, "Suspended")) {
 			*final = TASK_CANCELLED;
-			return "job_suspended";
+			return TASK_PROOF_JOB_SUSPENDED;
 		}
-		return NULL;
+		return TASK_PROOF_NONE;
 	}
 	if (decide_cluster_replaced(t, v)) {
 		/* Its Pod may still run on the old cluster: only its deadline ends it. */
 		if (!t->has_pod_deadline_at || v->now_ms < t->pod_deadline_at)
-			return NULL;
+			return TASK_PROOF_NONE;
 		*final = cancel ? TASK_CANCELLED : TASK_FAILED;
-		return "pod_deadline_passed";
+		return TASK_PROOF_POD_DEADLINE_PASSED;
 	}
 	if (v->job_gone) {
 		if (cancel)
@@ -302,9 +318,9 @@ const char *decide_job_settled(const struct task *t, const struct recon_view *v,
 		else
 			*final = json_array_size(v->pods) && pods_all_succeeded(v) ? TASK_SUCCEEDED
 										 : TASK_FAILED;
-		return "job_gone";
+		return TASK_PROOF_JOB_GONE;
 	}
-	return NULL;
+	return TASK_PROOF_NONE;
 }
 
 enum recon_action decide_action(const struct task *t, const struct recon_view *v, int fresh)
@@ -314,7 +330,8 @@ enum recon_action decide_action(const struct task *t, const struct recon_view *v
 	/* Step one of a release: the picture suggests the task's Pods stopped. Never on a stale
 	 * picture; step two (decide_release) confirms it with an authoritative list, so a
 	 * lagging watch can never release early. */
-	if (!t->released && fresh && v->all_terminal && decide_job_settled(t, v, &final))
+	if (!t->released && fresh && v->all_terminal &&
+	    decide_job_settled(t, v, &final) != TASK_PROOF_NONE)
 		return RECON_LIST_PODS;
 	if (t->released || v->job_gone)
 		return RECON_NONE;
@@ -336,15 +353,23 @@ enum recon_action decide_action(const struct task *t, const struct recon_view *v
 	return RECON_NONE;
 }
 
-const char *decide_release(const struct task *t, const struct recon_view *v,
-			   const json_t *items, int fresh, enum task_state *final)
+enum task_proof decide_release(const struct task *t, const struct recon_view *v,
+			       const json_t *items, int fresh, struct task_move *m)
 {
 	if (t->released || !fresh || !json_is_array(items))
-		return NULL;
+		return TASK_PROOF_NONE;
 	size_t i;
 	json_t *p;
 	json_array_foreach(items, i, p)
 		if (!kobj_pod_terminal(p))
-			return NULL;
-	return decide_job_settled(t, v, final);
+			return TASK_PROOF_NONE;
+	enum task_state final = TASK_NONE;
+	enum task_proof proof = decide_job_settled(t, v, &final);
+	if (proof != TASK_PROOF_NONE) {
+		m->to = final;
+		m->reason = decide_final_reason(t, proof, final);
+		m->event = TASK_EVENT_STATE;
+		m->detail = NULL;
+	}
+	return proof;
 }

@@ -54,29 +54,31 @@ enum recon_action {
 /* "none", "get", "create", "suspend", "list_pods". */
 const char *recon_action_name(enum recon_action a);
 
-/* 1 when a queued task is the reconciler's to create now: there is no queue to carry its
- * intent (has_queue 0), the queue lost the stream after the task was made (lost_at, wall ms;
- * 0: never), or the intent is overdue (grace_ms after its creation: lost in a way nothing
- * noticed). */
+/* 1 when a queued task is the reconciler's to create now, without its intent: there is no
+ * queue to carry its intent (has_queue 0), the queue lost the stream after the task was made
+ * (lost_at, wall ms; 0: never), or the intent is overdue (grace_ms after its creation: lost in
+ * a way nothing noticed). The move itself is task_take's. */
 int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, int64_t lost_at,
 		       int64_t now_ms);
 
-/* Brings t's observed fields and state up to the view (through the task_set_* setters, so
- * t->changed says whether anything moved). fresh is whether the Job and Pod picture is
- * fresh. Returns 1 when the task is pending with a scheduler message and so needs a pending
- * diagnosis (the caller computes it and sets pending_diagnosis); otherwise the diagnosis is
- * cleared and 0 returned. */
-int decide_observe(struct task *t, const struct recon_view *v, int fresh);
+/* Brings t's observed fields up to the view (through the task_set_* setters) and decides its
+ * state: *m, the move for the store's door (its own state when it stays). t->changed says
+ * whether anything, fields or state, moved; t->state is left as loaded. fresh is whether the
+ * Job and Pod picture is fresh. Returns 1 when the task is to be pending with a scheduler
+ * message and so needs a pending diagnosis (the caller computes it and sets
+ * pending_diagnosis); otherwise the diagnosis is cleared and 0 returned. */
+int decide_observe(struct task *t, const struct recon_view *v, int fresh, struct task_move *m);
 
 /* Brings t's Pod fields (name, phase, exit code, reason) up to the newest Pod of items, the
  * answer of an authoritative list of the task's Pods: the Pods' watch may lag that list, and
  * the task ends with how its Pod ended. */
 void decide_observe_listed(struct task *t, const json_t *items);
 
-/* Makes t's reason describe the present (called by decide_observe): an unknown outcome's
- * reason is cleared once the task left unknown, and a task whose Pod is being deleted but
- * still runs says that its quota waits for that Pod to stop. */
-void decide_reason_now(struct task *t, const struct recon_view *v);
+/* Makes t's reason describe the present, to being the state t moves to (called by
+ * decide_observe): an unknown outcome's reason is cleared once the task left unknown, and a
+ * task whose Pod is being deleted but still runs says that its quota waits for that Pod to
+ * stop. */
+void decide_reason_now(struct task *t, const struct recon_view *v, enum task_state to);
 
 /* 1 when t's Job vanished with a replaced cluster: it was recorded on a cluster whose
  * identity differs from the one the view shows, is not in the picture, and was observed gone
@@ -84,29 +86,31 @@ void decide_reason_now(struct task *t, const struct recon_view *v);
 int decide_cluster_replaced(const struct task *t, const struct recon_view *v);
 
 /* The reason a task ends with when its release proves proof and moves it to final: a Job that
- * was deleted under its Pod says how that Pod ended ("job_deleted_pod_completed" or
- * "job_deleted_pod_failed"; "job_deleted" when it never had one), a processed cancel says
- * "cancelled", a task of a replaced cluster ("pod_deadline_passed") says "cluster_replaced"
- * (or "cancelled"), a reason of a passing state gives way ("cancelled" or ""). NULL: keep
- * the reason the Pod gave. */
-const char *decide_final_reason(const struct task *t, const char *proof, enum task_state final);
+ * was deleted under its Pod says how that Pod ended (JOB_DELETED_POD_COMPLETED or
+ * JOB_DELETED_POD_FAILED; JOB_DELETED when it never had one), a processed cancel says
+ * CANCELLED, a task of a replaced cluster (POD_DEADLINE_PASSED) says CLUSTER_REPLACED (or
+ * CANCELLED), a reason of a passing state gives way (CANCELLED or NONE). TASK_REASON_KEEP:
+ * keep the reason the Pod gave. */
+enum task_reason decide_final_reason(const struct task *t, enum task_proof proof,
+				     enum task_state final);
 
 /* Whether the Job side lets the task end: finished, suspended with the suspension processed
  * (a cancel: no Pod will be made any more), or observed gone; a Job that vanished with a
- * replaced cluster only once the task's Pod deadline has passed. Returns the proof's name
- * ("job_complete", "job_failed", "job_suspended", "job_gone", "pod_deadline_passed") and sets
- * *final, or NULL. */
-const char *decide_job_settled(const struct task *t, const struct recon_view *v,
-			       enum task_state *final);
+ * replaced cluster only once the task's Pod deadline has passed. Returns the proof
+ * (JOB_COMPLETE, JOB_FAILED, JOB_SUSPENDED, JOB_GONE, POD_DEADLINE_PASSED) and sets *final, or
+ * TASK_PROOF_NONE. */
+enum task_proof decide_job_settled(const struct task *t, const struct recon_view *v,
+				   enum task_state *final);
 
 /* The operation to start for the task now (the caller checks its back-off first). */
 enum recon_action decide_action(const struct task *t, const struct recon_view *v, int fresh);
 
 /* Step two of a release: items is the answer of the authoritative list of the task's Pods.
- * Returns the proof and sets *final when the reservation may be released now: the Job side
+ * Returns the proof, and fills *m with the release's move (to the final state, with the
+ * reason decide_final_reason gives), when the reservation may be released now: the Job side
  * settled, no listed Pod is anything but Succeeded or Failed (a Terminating Pod still runs),
- * and the picture is fresh. NULL otherwise (retry later). */
-const char *decide_release(const struct task *t, const struct recon_view *v,
-			   const json_t *items, int fresh, enum task_state *final);
+ * and the picture is fresh. TASK_PROOF_NONE otherwise (retry later; m untouched). */
+enum task_proof decide_release(const struct task *t, const struct recon_view *v,
+			       const json_t *items, int fresh, struct task_move *m);
 
 #endif

@@ -62,11 +62,10 @@ struct list_batch {
 /* Adoptions (a create's, a GET's or a suspend's answer) are recorded in SQLite together: one
  * COMMIT with synchronous=FULL, so one fsync on the loop, for many answers. While the
  * Kubernetes client is busy they are held up to ADOPT_HOLD_MS or until ADOPT_BATCH_MAX have
- * gathered (under a burst, creates are answered one at a time, tens a second, and one fsync
- * each kept the loop waiting a third of its time); otherwise they are recorded at the next
- * safe point. The hold is checked where the lists' is (recon_ops_flush: every safe point, and
- * the housekeeping tick, so a hold outlasts ADOPT_HOLD_MS by up to a tick when no answer or
- * event comes meanwhile). The task's operation stays in progress until its record is
+ * gathered (under a burst creates are answered one at a time, and one fsync each would keep
+ * the loop waiting); otherwise they are recorded at the next safe point. The hold is checked
+ * where the lists' is (recon_ops_flush: every safe point, and the housekeeping tick, so a
+ * hold outlasts ADOPT_HOLD_MS by up to a tick when no answer or event comes meanwhile). The task's operation stays in progress until its record is
  * committed, and its waiters (the intents it answers) fire only then. */
 #define ADOPT_BATCH_MAX 32
 #define ADOPT_HOLD_MS 200
@@ -180,21 +179,28 @@ static void job_path(const struct rop *o, int named, char *path, size_t len)
 		snprintf(path, len, "/apis/batch/v1/namespaces/%s/jobs", o->ops->c.ns);
 }
 
-/* Moves the task to state with reason, unless it is final or cancelling (only the release
- * moves those). detail is stolen. */
-static void set_state(struct recon_ops *ops, const char *id, enum task_state state,
-		      const char *reason, json_t *detail)
+/* An operation's outcome for t (loaded): the move to state with reason, unless t is final
+ * or cancelling (only the release moves those), applied by the store's door. detail is
+ * stolen. */
+static void outcome(struct recon_ops *ops, struct task *t, enum task_state state,
+		    enum task_reason reason, json_t *detail)
+{
+	if (!task_state_is(t->state, TASK_FINAL) && t->state != TASK_CANCELLING) {
+		struct task_move m = { state, reason, TASK_EVENT_STATE, detail };
+		store_task_move(ops->c.store, t, &m, clock_now_ms());
+	}
+	json_decref(detail);
+}
+
+/* outcome() for the task of o, read once here. */
+static void outcome_of(struct rop *o, enum task_state state, enum task_reason reason,
+		       json_t *detail)
 {
 	struct task *t = gwb_malloc(sizeof *t);
-	if (store_task_load(ops->c.store, id, t) == 0 && !task_state_is(t->state, TASK_FINAL) &&
-	    t->state != TASK_CANCELLING) {
-		task_set_state(t, state);
-		if (reason)
-			TASK_SET_TEXT(t, reason, reason);
-		store_task_observe(ops->c.store, t, detail, clock_now_ms());
-	}
-	gwb_free(t);
+	if (store_task_load(o->ops->c.store, o->id, t) == 0)
+		outcome(o->ops, t, state, reason, json_incref(detail));
 	json_decref(detail);
+	gwb_free(t);
 }
 
 static void start_get(struct rop *o);
@@ -214,17 +220,17 @@ static void op_failed(struct rop *o, const char *what, const struct kube_result 
 	struct task *t = gwb_malloc(sizeof *t);
 	int creating = (strcmp(what, "create_job") == 0 || strcmp(what, "get_job") == 0) &&
 		       store_task_load(ops->c.store, o->id, t) == 0 && !t->job_uid[0];
-	gwb_free(t);
 	if (creating)
 		/* Before a Job is known, an unreachable API or an unanswered create leaves the
 		 * task's fate unknown (ARCHITECTURE: creating -> unknown, quota kept, retried). */
-		set_state(ops, o->id, TASK_UNKNOWN,
-			  res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0
-				  ? TASK_REASON_CREATE_UNKNOWN
-				  : TASK_REASON_API_UNREACHABLE,
-			  d);
+		outcome(ops, t, TASK_UNKNOWN,
+			res->outcome == KUBE_UNKNOWN && strcmp(what, "create_job") == 0
+				? TASK_REASON_CREATE_UNKNOWN
+				: TASK_REASON_API_UNREACHABLE,
+			d);
 	else
 		note(ops, o->id, "api_unreachable", d);
+	gwb_free(t);
 	op_done_common(o);
 	waiters_fire(o, 0);
 }
@@ -273,10 +279,13 @@ static void adoptions_record(struct recon_ops *ops)
 		    strcmp(t->job_uid, held[i].uid) != 0) {
 			TASK_SET_TEXT(t, job_uid, held[i].uid);
 			task_set_bool(t, &t->job_suspended, held[i].suspended);
-			if (t->state == TASK_UNKNOWN || t->state == TASK_CREATING)
-				task_set_state(t, TASK_PENDING);
 			json_t *d = json_pack("{s:s}", "job_uid", held[i].uid);
-			if (store_task_observe(ops->c.store, t, d, now))
+			struct task_move m = task_stay(t);
+			m.detail = d;
+			/* Adopted: a Job of ours exists, so the task waits for its Pod. */
+			if (t->state == TASK_UNKNOWN || t->state == TASK_CREATING)
+				m.to = TASK_PENDING;
+			if (store_task_move(ops->c.store, t, &m, now))
 				log_warn("recon", "adopt_not_recorded", "task=%s", o->id);
 			json_decref(d);
 		}
@@ -318,7 +327,7 @@ static void on_post(void *arg, const struct kube_result *res)
 	if (res->outcome == KUBE_REJECTED) {
 		json_t *d = json_pack("{s:I, s:s?, s:O?}", "status", (json_int_t)res->status,
 				      "reason", res->reason, "answer", res->body);
-		set_state(o->ops, o->id, TASK_FAILED, "job_rejected", d);
+		outcome_of(o, TASK_FAILED, TASK_REASON_JOB_REJECTED, d);
 		op_done_common(o);
 		waiters_fire(o, 0);
 		return;
@@ -377,7 +386,7 @@ static void on_get(void *arg, const struct kube_result *res)
 		}
 		json_t *d = json_pack("{s:s?, s:O?}", "job_uid", kobj_uid(res->body), "labels",
 				      kobj_path(res->body, "metadata", "labels"));
-		set_state(o->ops, o->id, TASK_UNKNOWN, "job_name_conflict", d);
+		outcome_of(o, TASK_UNKNOWN, TASK_REASON_JOB_NAME_CONFLICT, d);
 		o->op = OP_NONE;
 		backoff(o, clock_now_ms());
 		waiters_fire(o, 0);
@@ -452,24 +461,24 @@ static json_t *pods_listed(const json_t *items)
 
 /* Releases with the evidence: the proof, the Job as the picture has it, every listed Pod. */
 static void release(struct rop *o, const struct task *t, const struct recon_view *v,
-		    const json_t *list, const char *why, enum task_state final)
+		    const json_t *list, enum task_proof why, const struct task_move *m)
 {
 	struct recon_ops *ops = o->ops;
-	json_t *ev = json_pack("{s:s, s:o, s:o, s:s?, s:s, s:s, s:s}", "proof", why, "job",
-			       job_evidence(v->job), "pods_listed",
+	json_t *ev = json_pack("{s:s, s:o, s:o, s:s?, s:s, s:s, s:s}", "proof",
+			       task_proof_name(why), "job", job_evidence(v->job), "pods_listed",
 			       pods_listed(json_object_get(list, "items")), "pods_list_rv",
 			       kobj_rv(list), "jobs_watch_rv", picture_jobs_rv(ops->c.pic),
 			       "pods_watch_rv", picture_pods_rv(ops->c.pic), "note",
 			       "every Pod labelled with the task is listed; none is running; Pods "
 			       "deleted earlier are in the pod_deleted events");
 	int released = 0;
-	int rc = store_task_release(ops->c.store, t->id, why, final,
-				    decide_final_reason(t, why, final), ev, clock_now_ms(), &released);
+	int rc = store_task_release(ops->c.store, t->id, why, m->to, m->reason, ev, clock_now_ms(),
+				    &released);
 	if (rc)
 		log_error("recon", "release_failed", "task=%s error=%s", t->id, err_name(rc));
 	else if (released)
-		log_info("recon", "released", "task=%s proof=%s final=%s", t->id, why,
-			 task_state_name(final));
+		log_info("recon", "released", "task=%s proof=%s final=%s", t->id,
+			 task_proof_name(why), task_state_name(m->to));
 	json_decref(ev);
 }
 
@@ -492,14 +501,16 @@ static void list_answered(struct rop *o, const json_t *list)
 	}
 	/* The Pods' watch may lag this list: the task takes its Pod's end from the list. */
 	decide_observe_listed(t, items);
-	if (t->changed)
-		store_task_observe(ops->c.store, t, NULL, clock_now_ms());
+	if (t->changed) {
+		struct task_move m = task_stay(t);
+		store_task_move(ops->c.store, t, &m, clock_now_ms());
+	}
 	struct recon_view v;
 	picture_view(ops->c.pic, t, &v);
-	enum task_state final = TASK_NONE;
-	const char *why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &final);
-	if (why)
-		release(o, t, &v, list, why, final);
+	struct task_move m;
+	enum task_proof why = decide_release(t, &v, items, picture_fresh(ops->c.pic), &m);
+	if (why != TASK_PROOF_NONE)
+		release(o, t, &v, list, why, &m);
 	else
 		backoff(o, clock_now_ms());
 	recon_view_clear(&v);

@@ -16,6 +16,7 @@
 #include "lib/jsonx.h"
 #include "lib/kobj.h"
 #include "lib/log.h"
+#include "lib/strmap.h"
 #include "server/recon/diagnose.h"
 #include "server/recon/jobspec.h"
 #include "server/kube/kube.h"
@@ -35,7 +36,7 @@ struct reconciler {
 	struct recon_ops *ops;
 	json_t *dirty; /* task id -> true */
 	json_t *notes; /* informers' task events waiting for the safe point: [id, type, detail] */
-	struct take *takes, **takes_tail; /* create intents of queued tasks, for the safe point */
+	struct take *takes, **takes_tail; /* the intents since the last safe point */
 	/* Queued tasks whose create intent came but whose move to creating was not stored (the
 	 * store refused the write, or the safe point's commit failed): the move is retried at
 	 * their next pass, not after the queued grace (task id -> true). */
@@ -48,11 +49,12 @@ struct reconciler {
 	char ns[64];
 };
 
-/* A create intent for a queued task: queued -> creating is written at the safe point, inside
- * its transaction (one fsync for the turn's intents, not one each); the intent waits for its
- * outcome from then on. */
+/* An intent, handled at the safe point: its task read once there, a create intent's move to
+ * creating written inside the safe point's transaction (one fsync for the turn's intents, not
+ * one each); the intent waits for its outcome from then on. */
 struct take {
 	char id[sizeof ((struct task *)0)->id];
+	int create; /* a create intent (otherwise a cancel's) */
 	reconciler_done_fn done;
 	void *arg;
 	struct take *next;
@@ -185,43 +187,67 @@ static int take_queued(struct reconciler *r, struct task *t, int64_t now)
 	    !decide_take_queued(t, has_queue, r->c.cfg->reconcile_queued_grace_ms,
 				r->intents_lost_at, now))
 		return 0;
-	task_set_state(t, TASK_CREATING);
 	json_t *d = json_pack("{s:s}", "intent",
 			      arrived ? "create" : has_queue ? "overdue" : "no_queue");
+	struct task_move m;
+	int rc = 0;
 	/* Forgotten at a pass that loads it moved: a batch's commit may still fail. */
-	int rc = store_task_observe(r->c.store, t, d, now);
+	if (task_take(t, TASK_EVENT_STATE, d, &m))
+		rc = store_task_move(r->c.store, t, &m, now);
 	json_decref(d);
 	return rc;
 }
 
-/* The create intents since the last safe point: queued -> creating (a task that moved on
- * meanwhile is left as it is), then the intent waits for its outcome. A write the store
- * refuses (a storage fault) takes the intent all the same and the move is retried at the
- * task's passes (take_queued), so the task waits neither for the queue's redelivery nor for
- * the queued grace once writes work again; any other failed write fails the intent, as it
- * would have on arrival. The ids moved go into taken, for a commit that fails. */
-static void takes_write(struct reconciler *r, int64_t now, json_t *taken)
+/* One intent's task, read here: a create intent moves a queued task to creating (a task that
+ * moved on meanwhile is left as it is). Returns 0 (the intent waits for its outcome) or the
+ * error that fails it. *row is the task as stored now, for the task's pass, or NULL. */
+static int take_write(struct reconciler *r, const struct take *k, int64_t now, json_t *taken,
+		      struct task **row)
+{
+	struct task *t = gwb_malloc(sizeof *t);
+	*row = NULL;
+	int rc = store_task_load(r->c.store, k->id, t);
+	json_t *d = NULL;
+	struct task_move m;
+	int moved = 0;
+	if (rc == 0 && k->create) {
+		d = json_pack("{s:s}", "intent", "create");
+		moved = task_take(t, TASK_EVENT_STATE, d, &m);
+	}
+	if (moved) {
+		rc = store_task_move(r->c.store, t, &m, now);
+		if (rc == GWB_EUNAVAIL)
+			json_object_set_new(r->intent_retry, k->id, json_true());
+		else if (rc == 0)
+			json_object_set_new(taken, k->id, json_true());
+	}
+	json_decref(d);
+	if (rc == 0)
+		*row = t; /* read, or moved, just now: what the row holds */
+	else
+		gwb_free(t);
+	return moved && (rc == GWB_EUNAVAIL || rc == GWB_ECONFLICT) ? 0 : rc;
+}
+
+/* The intents since the last safe point, each through take_write. A write the store refuses
+ * (a storage fault) takes the intent all the same and the move is retried at the task's
+ * passes (take_queued), so the task waits neither for the queue's redelivery nor for the
+ * queued grace once writes work again; any other failure fails the intent. The ids moved go
+ * into taken, for a commit that fails; the rows read go into rows (id -> struct task), for
+ * the tasks' passes at this safe point (their ids in dirty). */
+static void takes_write(struct reconciler *r, int64_t now, json_t *taken, struct strmap *rows,
+			json_t *dirty)
 {
 	struct take *k = r->takes;
 	r->takes = NULL;
 	r->takes_tail = &r->takes;
-	struct task *t = gwb_malloc(sizeof *t);
 	while (k) {
 		struct take *next = k->next;
-		int rc = store_task_load(r->c.store, k->id, t);
-		if (rc == 0 && t->state == TASK_QUEUED) {
-			task_set_state(t, TASK_CREATING);
-			json_t *d = json_pack("{s:s}", "intent", "create");
-			rc = store_task_observe(r->c.store, t, d, now);
-			json_decref(d);
-			if (rc == GWB_EUNAVAIL) {
-				json_object_set_new(r->intent_retry, k->id, json_true());
-				rc = 0;
-			} else if (rc == 0) {
-				json_object_set_new(taken, k->id, json_true());
-			}
-			if (rc == GWB_ECONFLICT)
-				rc = 0;
+		struct task *t;
+		int rc = take_write(r, k, now, taken, &t);
+		if (t) {
+			gwb_free(strmap_put(rows, k->id, t)); /* a second intent's row is newer */
+			json_object_set_new(dirty, k->id, json_true()); /* its pass takes the row */
 		}
 		if (rc)
 			k->done(k->arg, rc);
@@ -230,14 +256,18 @@ static void takes_write(struct reconciler *r, int64_t now, json_t *taken)
 		gwb_free(k);
 		k = next;
 	}
-	gwb_free(t);
 }
 
-static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
+/* Task id's pass: its row (t, read at this safe point; NULL: read here, and owned by the
+ * pass either way) decided against the picture. */
+static void reconcile_task(struct reconciler *r, const char *id, struct task *t, int64_t now)
 {
-	struct task *t = gwb_malloc(sizeof *t);
 	struct recon_view v = { 0 };
-	int rc = store_task_load(r->c.store, id, t);
+	int rc = 0;
+	if (!t) {
+		t = gwb_malloc(sizeof *t);
+		rc = store_task_load(r->c.store, id, t);
+	}
 	if (rc) {
 		recon_ops_settle(r->ops, id, rc, 1);
 		goto out;
@@ -250,9 +280,10 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 	}
 	picture_view(r->pic, t, &v);
 	int fresh = picture_fresh(r->pic);
-	if (decide_observe(t, &v, fresh))
+	struct task_move m;
+	if (decide_observe(t, &v, fresh, &m))
 		diagnose(r, t);
-	if (t->changed && store_task_observe(r->c.store, t, NULL, now) == GWB_ECONFLICT) {
+	if (t->changed && store_task_move(r->c.store, t, &m, now) == GWB_ECONFLICT) {
 		mark_dirty(r, id); /* changed under us (a cancel): decide again */
 		goto out;
 	}
@@ -262,7 +293,8 @@ static void reconcile_task(struct reconciler *r, const char *id, int64_t now)
 		else
 			recon_ops_start(r->ops, t, decide_action(t, &v, fresh));
 	}
-	recon_ops_settle(r->ops, id, 0, task_state_is(t->state, TASK_FINAL) && t->released);
+	/* Done once nothing is left to look after: final and released. */
+	recon_ops_settle(r->ops, id, 0, !(task_flags(t->state, t->released) & TASK_ACTIVE));
 out:
 	recon_view_clear(&v);
 	gwb_free(t);
@@ -283,12 +315,14 @@ static void on_safe_point(evutil_socket_t fd, short what, void *arg)
 	 * write tries on its own, as before. */
 	int batch = store_batch_begin(r->c.store) == 0;
 	json_t *taken = json_object();
+	struct strmap *rows = strmap_new();
 	notes_write(r, notes);
-	takes_write(r, now, taken);
+	takes_write(r, now, taken, rows, dirty);
 	const char *id;
 	json_t *v;
 	json_object_foreach(dirty, id, v)
-		reconcile_task(r, id, now);
+		reconcile_task(r, id, strmap_del(rows, id), now);
+	strmap_free(rows); /* empty: every row's task is in dirty */
 	if (batch && store_batch_commit(r->c.store)) {
 		/* Nothing of the pass is stored: its tasks and events wait for the next one
 		 * (the housekeeping tick retries). */
@@ -354,25 +388,14 @@ static const char *health(void *arg, json_t *detail, int *ready)
 void reconciler_intent(struct reconciler *r, const char *kind, const char *task_id,
 		       reconciler_done_fn done, void *arg)
 {
-	struct task *t = gwb_malloc(sizeof *t);
-	int rc = store_task_load(r->c.store, task_id, t);
-	if (rc)
-		goto out;
-	if (t->state == TASK_QUEUED && strcmp(kind, "create") == 0) {
-		struct take *k = gwb_calloc(1, sizeof *k);
-		snprintf(k->id, sizeof k->id, "%s", t->id);
-		k->done = done;
-		k->arg = arg;
-		*r->takes_tail = k;
-		r->takes_tail = &k->next;
-	} else {
-		recon_ops_wait(r->ops, task_id, done, arg);
-	}
+	struct take *k = gwb_calloc(1, sizeof *k);
+	snprintf(k->id, sizeof k->id, "%s", task_id);
+	k->create = strcmp(kind, "create") == 0;
+	k->done = done;
+	k->arg = arg;
+	*r->takes_tail = k;
+	r->takes_tail = &k->next;
 	mark_dirty(r, task_id);
-out:
-	gwb_free(t);
-	if (rc)
-		done(arg, rc);
 }
 
 void reconciler_intents_lost(struct reconciler *r, int64_t now_ms)

@@ -157,13 +157,44 @@ int store_state_check(const char *id, enum task_state from, enum task_state to);
  * none in without (task_states_json), for "state IN (SELECT value FROM json_each(?))": the
  * SQL lists of states come from the lifecycle table, never written by hand. */
 void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned without);
-/* The one list of states written by hand: SQLite uses a partial index only for a query that
- * names the index's condition as it is written, so migration 11's tasks_final_unreleased is
- * defined on this text and the queries below name it. A test holds it to the lifecycle
- * table's final states; a new final state needs a migration of that index. Equalities, not
- * IN: an IN list of three makes every insert or update of a task build a temporary b-tree
- * to test its row against the index's condition (16k instructions per submission). */
-#define STORE_SQL_FINAL "(state = 'succeeded' OR state = 'failed' OR state = 'cancelled')"
+/* The final states as SQL equalities, "(state = 'succeeded' OR state = 'failed' OR state =
+ * 'cancelled')", built from the lifecycle table's states of kind ENDED. SQLite uses a partial
+ * index only for a query that names the index's condition as it is written, so migration
+ * 11's tasks_final_unreleased is defined on this text and the queries below name it; a new
+ * final state needs a migration of that index (a test holds the two together). Equalities,
+ * not IN: an IN list makes every write of a task test its row against the index's condition
+ * through a temporary b-tree. */
+#define STORE_SQL_FINAL "(" STORE_SQL_OR_(STORE_SQL_TAIL_(~ TASK_STATES(STORE_SQL_PICK_))) ")"
+#define STORE_SQL_PICK_(id, name, kind, next) STORE_SQL_PICK_##kind(name)
+#define STORE_SQL_PICK_LIVE(name)
+#define STORE_SQL_PICK_STOPPING(name)
+#define STORE_SQL_PICK_ENDED(name) , name
+#define STORE_SQL_TAIL_(...) STORE_SQL_TAIL2_(__VA_ARGS__)
+#define STORE_SQL_TAIL2_(first, ...) __VA_ARGS__
+#define STORE_SQL_EQ_(name) "state = '" name "'"
+#define STORE_SQL_OR_1(a) STORE_SQL_EQ_(a)
+#define STORE_SQL_OR_2(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_1(__VA_ARGS__)
+#define STORE_SQL_OR_3(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_2(__VA_ARGS__)
+#define STORE_SQL_OR_4(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_3(__VA_ARGS__)
+#define STORE_SQL_OR_5(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_4(__VA_ARGS__)
+#define STORE_SQL_OR_6(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_5(__VA_ARGS__)
+#define STORE_SQL_OR_7(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_6(__VA_ARGS__)
+#define STORE_SQL_OR_8(a, ...) STORE_SQL_EQ_(a) " OR " STORE_SQL_OR_7(__VA_ARGS__)
+#define STORE_SQL_NARG_(...) STORE_SQL_NARG2_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define STORE_SQL_NARG2_(a1, a2, a3, a4, a5, a6, a7, a8, n, ...) n
+#define STORE_SQL_CAT_(a, b) a##b
+#define STORE_SQL_XCAT_(a, b) STORE_SQL_CAT_(a, b)
+#define STORE_SQL_OR_(...) STORE_SQL_XCAT_(STORE_SQL_OR_, STORE_SQL_NARG_(__VA_ARGS__))(__VA_ARGS__)
+
+/* The one door (store_move.c), inside the caller's open transaction: applies move m to t,
+ * whose row the caller read in that transaction (t->loaded_state is the state it saw). Checks
+ * the move against the lifecycle table (store_state_check: GWB_ESTATE, logged, nothing
+ * written), sets t's reason to the move's (unless TASK_REASON_KEEP) and, entering
+ * cancelling, its cancel_requested_at; writes the state with t's observed fields (role OBS);
+ * records a change of state as the move's event (from, to, detail) and counts it at the
+ * transaction's commit. On success t holds the new state, loaded, unchanged. 0, GWB_ESTATE or
+ * the write's error (the caller rolls back). The only code that writes a task's state. */
+int store_move_write(struct store *s, struct task *t, const struct task_move *m, int64_t now_ms);
 
 /* The seq of the task whose id is x (a named parameter, which may appear more than once, or a
  * column): a task made before schema 13 from task_legacy_ids, any other from its id

@@ -343,43 +343,17 @@ int store_intent_failure_add(struct store *s, const struct intent_rx *rx, const 
 	return 0;
 }
 
-static int set_state(struct store *s, const char *id, enum task_state from, enum task_state to,
-		     int64_t now_ms)
+/* One intent inside the caller's transaction, t the room for its task's row. Returns 0
+ * (recorded), 1 (already recorded), GWB_ENOTFOUND, or a database error. */
+static int receive_one(struct store *s, const struct intent_rx *rx, struct task *t,
+		       int64_t now_ms)
 {
-	int rc = store_state_check(id, from, to);
-	if (rc)
-		return rc;
-	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE "
-					 STORE_SQL_TASK_IS("", ":id") " AND state = ?");
-	if (!st)
-		return GWB_EDB;
-	store_bind_text(st, 1, task_state_name(to));
-	sqlite3_bind_int64(st, 2, now_ms);
-	store_bind_text(st, 3, id);
-	store_bind_text(st, 4, task_state_name(from));
-	if ((rc = store_step_done(s, st)))
-		return rc;
-	if (sqlite3_changes(s->db) == 1)
-		store_count_move(s, from, to);
-	return 0;
-}
-
-/* One intent inside the caller's transaction. Returns 0 (recorded), 1 (already recorded),
- * GWB_ENOTFOUND, or a database error. */
-static int receive_one(struct store *s, const struct intent_rx *rx, int64_t now_ms)
-{
-	enum task_state state;
-	int rc = store_state_get(s, rx->task, &state);
+	int rc = store_task_load(s, rx->task, t);
 	if (rc)
 		return rc;
 	rc = outcome_insert(s, rx, "received", now_ms);
 	if (rc <= 0)
 		return rc < 0 ? rc : 1;
-	/* A create intent moves a queued task on; anything else (a cancel, a task cancelled
-	 * before its create intent arrived) only leaves its trace. */
-	int move = strcmp(rx->kind, "create") == 0 && state == TASK_QUEUED;
-	if (move && (rc = set_state(s, rx->task, state, TASK_CREATING, now_ms)))
-		return rc;
 	/* The intent's id as text: a create's is its task's seq, up to 2^60, past what a
 	 * JavaScript number (the page's) holds exactly, 2^53. */
 	char intent[24];
@@ -387,9 +361,14 @@ static int receive_one(struct store *s, const struct intent_rx *rx, int64_t now_
 	json_t *detail = json_pack("{s:s, s:s, s:s?, s:s?, s:I}", "intent", intent, "kind",
 				   rx->kind, "stream_id", rx->stream_id, "consumer", rx->consumer,
 				   "deliveries", (json_int_t)rx->deliveries);
-	rc = store_event_add(s, rx->task, now_ms, "intent_received",
-			     move ? task_state_name(state) : NULL,
-			     move ? task_state_name(TASK_CREATING) : NULL, detail);
+	/* A create intent moves a queued task on, its event the move's; anything else (a
+	 * cancel, a task cancelled before its create intent arrived) only leaves its trace. */
+	struct task_move m;
+	if (strcmp(rx->kind, "create") == 0 && task_take(t, TASK_EVENT_INTENT, detail, &m))
+		rc = store_move_write(s, t, &m, now_ms);
+	else
+		rc = store_event_add(s, rx->task, now_ms, task_event_name(TASK_EVENT_INTENT), NULL,
+				     NULL, detail);
 	json_decref(detail);
 	return rc;
 }
@@ -400,55 +379,48 @@ int store_intents_receive(struct store *s, const struct intent_rx *rx, int n, in
 	int rc = store_begin(s);
 	if (rc)
 		return rc;
+	struct task *t = gwb_malloc(sizeof *t);
 	for (int i = 0; i < n; i++) {
-		results[i] = receive_one(s, &rx[i], now_ms);
+		results[i] = receive_one(s, &rx[i], t, now_ms);
 		if (results[i] < 0 && results[i] != GWB_ENOTFOUND) {
 			rc = results[i];
 			store_rollback(s);
+			gwb_free(t);
 			return rc;
 		}
 	}
+	gwb_free(t);
 	return store_commit(s);
 }
 
 /* ---- cancel ---- */
 
-static int cancel_writes(struct store *s, const char *id, enum task_state from, int64_t now_ms)
+/* The cancel's writes for t, read in the open transaction: its outbox row (the cancel
+ * intent), then its move m through the door. */
+static int cancel_writes(struct store *s, struct task *t, const struct task_move *m,
+			 int64_t now_ms)
 {
-	int rc = store_state_check(id, from, TASK_CANCELLING);
-	if (rc)
-		return rc;
-	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, "
-					 "cancel_requested_at = ?, updated_at = ? WHERE "
-					 STORE_SQL_TASK_IS("", ":id"));
-	if (!st)
-		return GWB_EDB;
-	store_bind_text(st, 1, task_state_name(TASK_CANCELLING));
-	sqlite3_bind_int64(st, 2, now_ms);
-	sqlite3_bind_int64(st, 3, now_ms);
-	store_bind_text(st, 4, id);
-	rc = store_step_done(s, st);
-	if (rc)
-		return rc;
 	/* Its id drawn above every task seq and outbox id: no create intent has it. */
 	int64_t intent;
 	if (!s->batch.open)
 		s->ids.next_seq = 0; /* read again: a transaction of its own */
-	if ((rc = store_intent_id_new(s, &intent)))
+	int rc = store_intent_id_new(s, &intent);
+	if (rc)
 		return rc;
-	st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, created_at) "
-			   "SELECT ?3, id, team, 'cancel', 1 + " STORE_SQL_CANCELS_BEFORE ", ?2 "
-			   "FROM tasks WHERE "
-			   STORE_SQL_TASK_IS("", "?1"));
+	/* The attempt counts the cancels before this one: the row goes in before the move's
+	 * cancel_requested event. */
+	sqlite3_stmt *st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, "
+					 "created_at) SELECT ?3, id, team, 'cancel', 1 + "
+					 STORE_SQL_CANCELS_BEFORE ", ?2 FROM tasks WHERE "
+					 STORE_SQL_TASK_IS("", "?1"));
 	if (!st)
 		return GWB_EDB;
-	store_bind_text(st, 1, id);
+	store_bind_text(st, 1, t->id);
 	sqlite3_bind_int64(st, 2, now_ms);
 	sqlite3_bind_int64(st, 3, intent);
 	if ((rc = store_step_done(s, st)))
 		return rc;
-	return store_event_add(s, id, now_ms, "cancel_requested", task_state_name(from),
-			       task_state_name(TASK_CANCELLING), NULL);
+	return store_move_write(s, t, m, now_ms);
 }
 
 int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,
@@ -458,26 +430,26 @@ int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task
 	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
-	enum task_state cur;
-	if ((rc = store_state_get(s, id, &cur)))
+	struct task *t = gwb_malloc(sizeof *t);
+	if ((rc = store_task_load(s, id, t)))
 		goto out;
-	*state = cur;
-	if (!task_state_is(cur, TASK_CANCELLABLE)) {
+	*state = t->state;
+	struct task_move m;
+	if (!task_cancel(t, &m)) {
 		rc = 0;
 		goto out; /* nothing to write: the read-only unit is closed with nothing in it */
 	}
-	if ((rc = cancel_writes(s, id, cur, now_ms)))
+	if ((rc = cancel_writes(s, t, &m, now_ms)))
 		goto out;
 	*changed = 1;
 out:
+	gwb_free(t);
 	rc = store_unit_end(s, rc);
 	if (rc) {
 		*changed = 0;
 		return rc;
 	}
-	if (*changed) {
+	if (*changed)
 		*state = TASK_CANCELLING;
-		store_count_move(s, cur, TASK_CANCELLING);
-	}
 	return 0;
 }

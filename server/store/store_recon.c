@@ -35,57 +35,6 @@ int store_tasks_active(struct store *s, json_t **ids)
 	return 0;
 }
 
-#define OBS_SET_OBS(col) ", " col " = ?"
-#define OBS_SET_REQ(col)
-#define OBS_SET_RO(col)
-#define OBS_SET(kind, f, tbl, col, size, role) OBS_SET_##role(col)
-
-#define OBS_BIND_OBS(kind, st, i, t, f) STORE_BIND_##kind(st, i, t, f) i++;
-#define OBS_BIND_REQ(kind, st, i, t, f)
-#define OBS_BIND_RO(kind, st, i, t, f)
-#define OBS_BIND(kind, f, tbl, col, size, role) OBS_BIND_##role(kind, st, idx, t, f)
-
-int store_task_observe(struct store *s, struct task *t, const json_t *detail, int64_t now_ms)
-{
-	int rc = store_unit_begin(s);
-	if (rc)
-		return rc;
-	enum task_state cur;
-	if ((rc = store_state_get(s, t->id, &cur)))
-		goto out;
-	if (cur != t->loaded_state) {
-		rc = GWB_ECONFLICT;
-		goto out;
-	}
-	if ((rc = store_state_check(t->id, cur, t->state)))
-		goto out;
-	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ?" TASK_COLUMNS(
-						 OBS_SET) " WHERE " STORE_SQL_TASK_IS("", ":id"));
-	if (!st) {
-		rc = GWB_EDB;
-		goto out;
-	}
-	store_bind_text(st, 1, task_state_name(t->state));
-	sqlite3_bind_int64(st, 2, now_ms);
-	int idx = 3;
-	TASK_COLUMNS(OBS_BIND)
-	store_bind_text(st, idx, t->id);
-	if ((rc = store_step_done(s, st)))
-		goto out;
-	if (cur != t->state && (rc = store_event_add(s, t->id, now_ms, "state", task_state_name(cur),
-						      task_state_name(t->state), detail)))
-		goto out;
-out:
-	rc = store_unit_end(s, rc);
-	if (rc)
-		return rc;
-	if (cur != t->state)
-		store_count_move(s, cur, t->state);
-	t->loaded_state = t->state;
-	t->changed = 0;
-	return 0;
-}
-
 int store_task_note(struct store *s, const char *id, const char *type, const json_t *detail,
 		    int64_t now_ms)
 {
@@ -95,12 +44,27 @@ int store_task_note(struct store *s, const char *id, const char *type, const jso
 	return store_unit_end(s, store_event_add(s, id, now_ms, type, NULL, NULL, detail));
 }
 
-int store_task_release(struct store *s, const char *id, const char *reason,
-		       enum task_state final_state, const char *task_reason, const json_t *evidence,
-		       int64_t now_ms, int *released)
+/* The release's move to final_state with task_reason, through the door, for the row of id
+ * in the open transaction. */
+static int release_move(struct store *s, const char *id, enum task_state final_state,
+			enum task_reason task_reason, int64_t now_ms)
+{
+	struct task *t = gwb_malloc(sizeof *t);
+	int rc = store_task_load(s, id, t);
+	if (rc == 0) {
+		struct task_move m = { final_state, task_reason, TASK_EVENT_STATE, NULL };
+		rc = store_move_write(s, t, &m, now_ms);
+	}
+	gwb_free(t);
+	return rc;
+}
+
+int store_task_release(struct store *s, const char *id, enum task_proof proof,
+		       enum task_state final_state, enum task_reason task_reason,
+		       const json_t *evidence, int64_t now_ms, int *released)
 {
 	*released = 0;
-	enum task_state moved_from = TASK_NONE;
+	const char *reason = task_proof_name(proof);
 	int rc = store_unit_begin(s);
 	if (rc)
 		return rc;
@@ -148,31 +112,17 @@ int store_task_release(struct store *s, const char *id, const char *reason,
 	if ((rc = store_team_reserve(s, team, -mem, -core, now_ms)))
 		goto out;
 	if (final_state != TASK_NONE && final_state != state) {
-		if ((rc = store_state_check(id, state, final_state)))
+		if ((rc = release_move(s, id, final_state, task_reason, now_ms)))
 			goto out;
-		st = store_stmt(s, "UPDATE tasks SET state = ?, updated_at = ? WHERE "
-				   STORE_SQL_TASK_IS("", ":id"));
-		if (!st) {
-			rc = GWB_EDB;
-			goto out;
-		}
-		store_bind_text(st, 1, task_state_name(final_state));
-		sqlite3_bind_int64(st, 2, now_ms);
-		store_bind_text(st, 3, id);
-		if ((rc = store_step_done(s, st)) ||
-		    (rc = store_event_add(s, id, now_ms, "state", task_state_name(state),
-					  task_state_name(final_state), NULL)))
-			goto out;
-		moved_from = state;
-	}
-	if (task_reason) {
+	} else if (task_reason_name(task_reason)) {
+		/* The state stays: only the reason the task ends with. */
 		st = store_stmt(s, "UPDATE tasks SET reason = ? WHERE "
 				   STORE_SQL_TASK_IS("", ":id"));
 		if (!st) {
 			rc = GWB_EDB;
 			goto out;
 		}
-		store_bind_text(st, 1, task_reason);
+		store_bind_text(st, 1, task_reason_name(task_reason));
 		store_bind_text(st, 2, id);
 		if ((rc = store_step_done(s, st)))
 			goto out;
@@ -186,8 +136,6 @@ out:
 	rc = store_unit_end(s, rc);
 	if (rc)
 		return rc;
-	if (moved_from != TASK_NONE)
-		store_count_move(s, moved_from, final_state);
 	*released = 1;
 	return 0;
 }

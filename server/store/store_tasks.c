@@ -138,8 +138,7 @@ int store_team_usage(struct store *s, const char *team, struct team_usage *u)
 #define INS_BIND_RO(kind, st, i, t, f)
 #define INS_BIND(kind, f, tbl, col, size, role) INS_BIND_##role(kind, st, idx, t, f)
 
-/* Copies src into dst (size len) whole: 0, or 1 when it does not fit (dst is then ""). The
- * copy snprintf would make, without parsing a format for each field of every submission. */
+/* Copies src into dst (size len) whole: 0, or 1 when it does not fit (dst is then ""). */
 static int copy_text(char *dst, size_t len, const char *src)
 {
 	size_t n = strlen(src);
@@ -288,11 +287,10 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 	return defer ? 0 : trail_insert(s, &t, 1);
 }
 
-/* Up to STORE_ROWS_MAX new tasks per statement (and as many events): a
- * statement of exactly as many rows as the batch has (a batch of 25 in one statement per
- * table, not three of 16, 8 and 1: a statement's own cost, its cursors and its program, is
- * about 3k instructions), each prepared the first time its size is needed and kept in the
- * store (s->rows.st), outside the statement cache and its search. */
+/* Up to STORE_ROWS_MAX new tasks per statement (and as many events): a statement of exactly
+ * as many rows as the batch has (one statement per table, a statement having a cost of its
+ * own), each prepared the first time its size is needed and kept in the store (s->rows.st),
+ * outside the statement cache and its search. */
 static const char *const rows_head[STORE_ROWS_TABLES] = {
 	"INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(INS_COL) ") VALUES ",
 	"INSERT INTO task_events (task_id, ts, type, from_state, to_state, detail) VALUES ",

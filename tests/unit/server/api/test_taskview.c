@@ -102,12 +102,12 @@ TEST(taskview_written_text_equals_the_dumped_view)
 	same_text(t, 0);
 	same_text(t, 1);
 	/* The reasons with a sentence, a Pod's deadline. */
-	snprintf(t->reason, sizeof t->reason, "%s", TASK_REASON_CLUSTER_WAIT);
+	snprintf(t->reason, sizeof t->reason, "%s", task_reason_name(TASK_REASON_CLUSTER_WAIT));
 	t->has_pod_deadline_at = 1;
 	t->pod_deadline_at = 1764540060000;
 	t->state = TASK_UNKNOWN;
 	same_text(t, 1);
-	snprintf(t->reason, sizeof t->reason, "%s", TASK_REASON_CLUSTER_REPLACED);
+	snprintf(t->reason, sizeof t->reason, "%s", task_reason_name(TASK_REASON_CLUSTER_REPLACED));
 	same_text(t, 1);
 	/* What jansson would refuse (invalid UTF-8) and the parts from stored text are left to
 	 * the dump. */
@@ -227,7 +227,7 @@ TEST(taskview_new_task_from_the_template_equals_the_writer)
 	CHECK_INT(template_used, 0);
 	gwb_free(o);
 	o = task_new();
-	snprintf(o->reason, sizeof o->reason, "%s", TASK_REASON_API_UNREACHABLE);
+	snprintf(o->reason, sizeof o->reason, "%s", task_reason_name(TASK_REASON_API_UNREACHABLE));
 	same_new(o);
 	CHECK_INT(template_used, 0);
 	gwb_free(o);

@@ -135,10 +135,11 @@ static int run_case(const char *file)
 				       json_integer_value(json_object_get(c, "grace_ms")),
 				       json_integer_value(json_object_get(c, "intents_lost_at")),
 				       json_integer_value(json_object_get(c, "now_ms"))));
-	int diag = decide_observe(t, &v, fresh);
+	struct task_move m;
+	int diag = decide_observe(t, &v, fresh, &m);
 	expect_bool(file, exp, "diagnose", diag);
 	expect_bool(file, exp, "changed", t->changed);
-	expect_text(file, exp, "state", task_state_name(t->state));
+	expect_text(file, exp, "state", task_state_name(m.to));
 	expect_text(file, exp, "reason", t->reason);
 	expect_text(file, exp, "pod_name", t->pod_name);
 	expect_text(file, exp, "pod_node", t->pod_node);
@@ -160,17 +161,19 @@ static int run_case(const char *file)
 	if (want) {
 		json_t *listed = json_object_get(c, "listed");
 		CHECKF(json_is_array(listed), "%s: release expected without listed Pods", file);
-		enum task_state final = TASK_NONE;
-		const char *proof = decide_release(t, &v, listed, fresh, &final);
+		struct task_move rel;
+		enum task_proof proof = decide_release(t, &v, listed, fresh, &rel);
+		enum task_state final = proof != TASK_PROOF_NONE ? rel.to : TASK_NONE;
 		if (json_is_null(want)) {
-			CHECKF(proof == NULL, "%s: released on %s", file, proof ? proof : "");
+			CHECKF(proof == TASK_PROOF_NONE, "%s: released on %s", file,
+			       task_proof_name(proof));
 		} else {
-			CHECKF(proof != NULL, "%s: not released", file);
-			expect_text(file, want, "proof", proof);
+			CHECKF(proof != TASK_PROOF_NONE, "%s: not released", file);
+			expect_text(file, want, "proof", task_proof_name(proof));
 			expect_text(file, want, "final", task_state_name(final));
 			expect_text(file, want, "final_reason",
-				    decide_final_reason(t, proof, final)
-					    ? decide_final_reason(t, proof, final)
+				    decide_final_reason(t, proof, final) != TASK_REASON_KEEP
+					    ? task_reason_name(decide_final_reason(t, proof, final))
 					    : "(kept)");
 		}
 	}
@@ -274,10 +277,11 @@ TEST(decide_no_release_cases_hinge_on_their_fact)
 				json_is_true(json_object_get(c, "job_gone")));
 		json_array_foreach(listed, i, p)
 			recon_view_add_pod(&v, p);
-		decide_observe(t, &v, fresh);
-		enum task_state final = TASK_NONE;
-		const char *proof = decide_release(t, &v, listed, fresh, &final);
-		CHECKF(proof != NULL, "%s: still not released without its fact", files[k]);
+		struct task_move m;
+		decide_observe(t, &v, fresh, &m);
+		struct task_move rel;
+		enum task_proof proof = decide_release(t, &v, listed, fresh, &rel);
+		CHECKF(proof != TASK_PROOF_NONE, "%s: still not released without its fact", files[k]);
 		CHECK_STR(recon_action_name(decide_action(t, &v, fresh)), "list_pods");
 		recon_view_clear(&v);
 		gwb_free(t);
@@ -299,18 +303,20 @@ TEST(decide_cluster_replaced_hinges_on_the_deadline)
 		v.cluster_uid = k == 2 ? t->cluster_uid : "cluster-new";
 		v.now_ms = k == 0 ? t->pod_deadline_at - 1 : t->pod_deadline_at;
 		v.pod_deadline_s = 310;
-		decide_observe(t, &v, 1);
-		enum task_state final = TASK_NONE;
-		const char *proof = decide_release(t, &v, listed, 1, &final);
+		struct task_move m;
+		decide_observe(t, &v, 1, &m);
+		struct task_move rel;
+		enum task_proof proof = decide_release(t, &v, listed, 1, &rel);
+		enum task_state final = proof != TASK_PROOF_NONE ? rel.to : TASK_NONE;
 		if (k == 0) {
-			CHECKF(proof == NULL, "released 1 ms before the deadline");
-			CHECK_STR(t->reason, TASK_REASON_CLUSTER_WAIT);
-			CHECK_STR(task_state_name(t->state), "unknown");
+			CHECKF(proof == TASK_PROOF_NONE, "released 1 ms before the deadline");
+			CHECK_STR(t->reason, task_reason_name(TASK_REASON_CLUSTER_WAIT));
+			CHECK_STR(task_state_name(m.to), "unknown");
 		} else if (k == 1) {
-			CHECK_STR(proof ? proof : "", "pod_deadline_passed");
+			CHECK_STR(task_proof_name(proof), "pod_deadline_passed");
 			CHECK_STR(task_state_name(final), "failed");
 		} else {
-			CHECK_STR(proof ? proof : "", "job_gone");
+			CHECK_STR(task_proof_name(proof), "job_gone");
 			CHECK_STR(t->reason, "job_deleted");
 		}
 		recon_view_clear(&v);

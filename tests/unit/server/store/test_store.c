@@ -335,34 +335,38 @@ TEST(store_refuses_illegal_transitions)
 	CHECK_INT(store_task_load(s, r.task_id, t), 0);
 	CHECK_INT(t->state, TASK_QUEUED);
 	/* queued -> cancelled skips cancelling and the release: refused, nothing written. */
-	task_set_state(t, TASK_CANCELLED);
+	struct task_move m = task_stay(t);
+	m.to = TASK_CANCELLED;
 	TASK_SET_TEXT(t, reason, "should not be stored");
-	CHECK_INT(store_task_observe(s, t, NULL, now), GWB_ESTATE);
+	CHECK_INT(store_task_move(s, t, &m, now), GWB_ESTATE);
 	CHECK_INT(store_task_load(s, r.task_id, t), 0);
 	CHECK_INT(t->state, TASK_QUEUED);
 	CHECK_STR(t->reason, "");
 	/* queued -> creating -> pending is the lifecycle. */
-	task_set_state(t, TASK_CREATING);
-	CHECK_INT(store_task_observe(s, t, NULL, now), 0);
-	task_set_state(t, TASK_PENDING);
+	m.to = TASK_CREATING;
+	CHECK_INT(store_task_move(s, t, &m, now), 0);
+	m.to = TASK_PENDING;
 	TASK_SET_TEXT(t, job_uid, "u-1");
-	CHECK_INT(store_task_observe(s, t, NULL, now), 0);
+	CHECK_INT(store_task_move(s, t, &m, now), 0);
 	CHECK_INT(t->changed, 0);
 	CHECK_INT(store_task_load(s, r.task_id, t), 0);
 	CHECK_INT(t->state, TASK_PENDING);
 	CHECK_STR(t->job_uid, "u-1");
 	/* pending -> queued goes backwards: refused. */
-	task_set_state(t, TASK_QUEUED);
-	CHECK_INT(store_task_observe(s, t, NULL, now), GWB_ESTATE);
+	m.to = TASK_QUEUED;
+	CHECK_INT(store_task_move(s, t, &m, now), GWB_ESTATE);
 	/* A release into cancelled from pending (no cancel asked) is refused whole: the
 	 * reservation stays held. */
 	int released = 0;
 	json_t *ev = json_pack("{s:s}", "proof", "test");
-	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_CANCELLED, NULL, ev, now, &released),
+	CHECK_INT(store_task_release(s, r.task_id, TASK_PROOF_JOB_GONE, TASK_CANCELLED,
+				     TASK_REASON_KEEP, ev, now, &released),
 		  GWB_ESTATE);
 	CHECK_INT(released, 0);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 1024);
-	CHECK_INT(store_task_release(s, r.task_id, "job_gone", TASK_FAILED, NULL, ev, now, &released), 0);
+	CHECK_INT(store_task_release(s, r.task_id, TASK_PROOF_JOB_GONE, TASK_FAILED,
+				     TASK_REASON_KEEP, ev, now, &released),
+		  0);
 	json_decref(ev);
 	CHECK_INT(released, 1);
 	CHECK_INT(team_int(s, "alpha", "reserved", "gpu_memory_mib"), 0);
