@@ -366,6 +366,39 @@ static size_t list_candidates(struct ks *ks, const struct route *rt, const struc
 	return k;
 }
 
+/* The answer to a list: the k objects of sel as a List (or a Table when the client asked
+ * for one), with the continue token and remainingItemCount when remaining are left. */
+static json_t *list_doc(struct hreq *h, const struct route *rt, json_t **sel, size_t k,
+			size_t remaining)
+{
+	char rv[32];
+	snprintf(rv, sizeof rv, "%" PRIu64, store_rv(h->ks->store));
+	const char *tv = table_accept(http_req_header(h, "Accept"));
+	json_t *doc;
+	if (tv) {
+		doc = table_build(rt->r, sel, k, tv, rv,
+				  table_include_parse(http_query(h, "includeObject")), 1);
+	} else {
+		json_t *items = json_array();
+		for (size_t i = 0; i < k; i++)
+			json_array_append_new(items, list_item(rt->r, sel[i]));
+		doc = json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", rt->r->list_kind, "apiVersion",
+				rt->r->api_version, "metadata", "resourceVersion", rv, "items",
+				items);
+	}
+	if (remaining) {
+		char last_key[600] = "", tok[1300];
+		if (k)
+			snprintf(last_key, sizeof last_key, "%s/%s", obj_ns(sel[k - 1]),
+				 obj_name(sel[k - 1]));
+		hex_encode(last_key, tok, sizeof tok);
+		json_t *meta = json_object_get(doc, "metadata");
+		json_object_set_new(meta, "continue", json_string(tok));
+		json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)remaining));
+	}
+	return doc;
+}
+
 static void do_list(struct hreq *h, struct route *rt)
 {
 	struct ks *ks = h->ks;
@@ -404,7 +437,6 @@ static void do_list(struct hreq *h, struct route *rt)
 		n = list_candidates(ks, rt, ls, &objs);
 	}
 	json_t **sel = gwb_malloc((n ? n : 1) * sizeof *sel);
-	char last_key[600] = "";
 	/* objs are sorted by namespace/name: the continue point is found by bisection. */
 	size_t lo = 0, hi = n;
 	while (!paged && after[0] && lo < hi) {
@@ -430,31 +462,7 @@ static void do_list(struct hreq *h, struct route *rt)
 		}
 		sel[k++] = objs[i];
 	}
-	if (k)
-		snprintf(last_key, sizeof last_key, "%s/%s", obj_ns(sel[k - 1]),
-			 obj_name(sel[k - 1]));
-	char rv[32];
-	snprintf(rv, sizeof rv, "%" PRIu64, store_rv(ks->store));
-	const char *tv = table_accept(http_req_header(h, "Accept"));
-	json_t *doc;
-	if (tv) {
-		doc = table_build(rt->r, sel, k, tv, rv,
-				  table_include_parse(http_query(h, "includeObject")), 1);
-	} else {
-		json_t *items = json_array();
-		for (size_t i = 0; i < k; i++)
-			json_array_append_new(items, list_item(rt->r, sel[i]));
-		doc = json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", rt->r->list_kind, "apiVersion",
-				rt->r->api_version, "metadata", "resourceVersion", rv, "items",
-				items);
-	}
-	if (remaining) {
-		char tok[1300];
-		hex_encode(last_key, tok, sizeof tok);
-		json_t *meta = json_object_get(doc, "metadata");
-		json_object_set_new(meta, "continue", json_string(tok));
-		json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)remaining));
-	}
+	json_t *doc = list_doc(h, rt, sel, k, remaining);
 	gwb_free(sel);
 	gwb_free(objs);
 	selector_free(ls);
