@@ -25,9 +25,10 @@ void registry_free(struct registry *reg);
 /* Adds a commit hook. */
 void registry_hook_add(struct registry *reg, registry_hook_fn fn, void *arg);
 
-/* Creates obj (stolen) in namespace ns ("" or NULL for cluster-scoped, or the object's own)
- * through admission. Returns 0 with *out (if not NULL) a new reference to the stored object
- * (with dry_run: to the admitted object, which is not stored), or a negative error with e. */
+/* Creates obj (stolen) through admission, in namespace ns (NULL or "": the object's own, else
+ * "default"; ignored for cluster-scoped resources). Returns 0 with *out (if not NULL) a new
+ * reference to the stored object (with dry_run: to the admitted object, which is not
+ * stored), or a negative error with e. */
 int registry_create(struct registry *reg, const struct res_def *r, const char *ns, json_t *obj,
 		    int dry_run, json_t **out, struct kerr *e);
 /* Replaces an object with obj (stolen) as PUT does; status_sub for /status. A set
