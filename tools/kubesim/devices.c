@@ -12,8 +12,8 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/quantity.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/store.h"
 
 #define RES_GPU_CORE "koordinator.sh/gpu-core"
@@ -142,7 +142,7 @@ static json_t *node_doc(const struct ks *ks, const char *name)
 static int create(struct ks *ks, enum res_id id, const char *ns, json_t *doc)
 {
 	struct kerr e = { 0 };
-	int rc = api_create(ks, res_get(id), ns, doc, NULL, &e);
+	int rc = registry_create(ks->registry, res_get(id), ns, doc, 0, NULL, &e);
 	if (rc < 0)
 		log_error("devices", "bootstrap_failed", "kind=%s msg=%s", res_get(id)->kind,
 			  log_q(e.message));
@@ -285,7 +285,7 @@ void devices_sync(struct ks *ks)
 		if (json_equal(nw, node))
 			json_decref(nw);
 		else
-			api_commit(ks, RES_NODES, nw);
+			registry_commit(ks->registry, RES_NODES, nw);
 	}
 	gwb_free(nodes);
 }
@@ -323,8 +323,7 @@ int devices_set_health(struct ks *ks, const char *node, int minor, int healthy, 
 		return GWB_ENOTFOUND;
 	}
 	struct kerr e = { 0 };
-	int rc = api_update(ks, res_get(RES_DEVICES), nw, 0, NULL, &e);
+	int rc = registry_update(ks->registry, res_get(RES_DEVICES), nw, 0, NULL, &e);
 	kerr_clear(&e);
-	ks_kick(ks);
 	return rc;
 }

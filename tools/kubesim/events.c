@@ -7,8 +7,8 @@
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/store.h"
 
 /* Events kept at most; a real cluster expires them after an hour, a cap is enough here. */
@@ -40,14 +40,14 @@ static void trim(struct ks *ks)
 		snprintf(a[i].ns, sizeof a[i].ns, "%s", obj_ns(all[i]));
 		snprintf(a[i].name, sizeof a[i].name, "%s", obj_name(all[i]));
 	}
-	/* Stable enough: equal timestamps keep the store's order only by chance, as before. */
+	/* qsort is not stable: events with equal timestamps go in no particular order. */
 	qsort(a, n, sizeof *a, cmp_aged);
 	size_t drop = n - EVENTS_MAX + EVENTS_SWEEP;
 	if (drop > n)
 		drop = n;
 	/* Timestamps point into stored events: copy the keys out before removing any. */
 	for (size_t i = 0; i < drop; i++)
-		store_remove(ks->store, RES_EVENTS, a[i].ns, a[i].name, NULL, NULL);
+		registry_remove(ks->registry, RES_EVENTS, a[i].ns, a[i].name);
 	gwb_free(a);
 	gwb_free(all);
 }
@@ -73,7 +73,7 @@ void events_record(struct ks *ks, const json_t *involved, const char *type, cons
 			json_t *c = json_deep_copy(e);
 			json_object_set_new(c, "count", json_integer(obj_int(e, "count", 1) + 1));
 			json_object_set_new(c, "lastTimestamp", json_string(now));
-			api_commit(ks, RES_EVENTS, c);
+			registry_commit(ks->registry, RES_EVENTS, c);
 			gwb_free(all);
 			return;
 		}
@@ -99,7 +99,7 @@ void events_record(struct ks *ks, const json_t *involved, const char *type, cons
 	if (strcmp(component, "kubelet") != 0)
 		json_object_del(json_object_get(ev, "source"), "host");
 	struct kerr e = { 0 };
-	api_create(ks, res_get(RES_EVENTS), ns, ev, NULL, &e);
+	registry_create(ks->registry, res_get(RES_EVENTS), ns, ev, 0, NULL, &e);
 	kerr_clear(&e);
 	trim(ks);
 }

@@ -35,11 +35,11 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/devices.h"
 #include "tools/kubesim/jobctl.h"
 #include "tools/kubesim/kubelet.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/store.h"
 #include "tools/kubesim/watch.h"
 
@@ -195,7 +195,7 @@ static void clear_all(struct faults *f)
 	f->throttle_count = 0;
 	f->cut_every_ms = 0;
 	f->watch_gone = 0;
-	ks_kick(f->ks);
+	kubelet_wake(f->ks->kubelet);
 	log_info("faults", "cleared", "what=%s", "all");
 }
 
@@ -311,7 +311,7 @@ static int apply(struct faults *f, const json_t *doc, char *msg, size_t len)
 				snprintf(f->stuck[f->nstuck++], sizeof f->stuck[0], "%s",
 					 json_string_value(s));
 		}
-		ks_kick(f->ks);
+		kubelet_wake(f->ks->kubelet);
 	}
 	return 0;
 }
@@ -323,12 +323,13 @@ static void orphan_job(struct hreq *h, struct ks *ks, const json_t *doc)
 		reply_error(h, 400, "namespace and name are required");
 		return;
 	}
-	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	struct registry_delete_opts o = REGISTRY_DELETE_OPTS_INIT;
 	o.propagation = "Orphan";
 	struct kerr e = { 0 };
 	json_t *out = NULL;
 	int gone = 0;
-	if (api_delete(ks, res_get(RES_JOBS), ns, name, &o, &out, &gone, &e) < 0) {
+	if (registry_delete(ks->registry, res_get(RES_JOBS), ns, name, &o, &out, &gone, &e) <
+	    0) {
 		http_reply_kerr(h, &e);
 		kerr_clear(&e);
 		return;
@@ -337,7 +338,6 @@ static void orphan_job(struct hreq *h, struct ks *ks, const json_t *doc)
 	log_info("faults", "job_orphaned", "job=%s/%s", log_q(ns), log_q(name));
 	/* Run the garbage collector now so the answer comes after the Job is gone. */
 	jobctl_sync(ks->jobctl);
-	ks_kick(ks);
 	http_reply_json(h, 200, json_pack("{s:s, s:s, s:s}", "result", "deleted", "namespace", ns,
 					  "name", name));
 }
@@ -443,7 +443,6 @@ void faults_handle(struct hreq *h, void *arg)
 		/* One Job controller pass over every Job, now; the answer has its figures. */
 		jobctl_resync(ks->jobctl);
 		jobctl_sync(ks->jobctl);
-		ks_kick(ks);
 		http_reply_json(h, 200, jobctl_stats(ks->jobctl));
 	} else {
 		reply_error(h, 404, "no such control endpoint");

@@ -599,9 +599,9 @@ static int dump_cb(const char *buf, size_t size, void *arg)
 
 char *http_dump_line(const json_t *doc, size_t *len)
 {
-	/* One pass into a growing buffer of ours (a sizing pass first doubled the cost of a
-	 * 10 MB list); the final newline is what Go's encoder writes after every document (and
-	 * what watch framing needs). */
+	/* One pass into a growing buffer of ours, without a sizing pass first; the final
+	 * newline is what Go's encoder writes after every document (and what watch framing
+	 * needs). */
 	struct dumpbuf d = { 0 };
 	dump_cb("", 0, &d);
 	if (json_dump_callback(doc, dump_cb, &d, JSON_COMPACT) != 0)

@@ -13,9 +13,9 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/events.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/store.h"
 
 #define TRACKING "batch.kubernetes.io/job-tracking"
@@ -196,7 +196,7 @@ static void strip_finalizer(struct ks *ks, const json_t *pod)
 		return;
 	json_t *nw = json_deep_copy(pod);
 	if (obj_remove_finalizer(nw, TRACKING))
-		api_commit(ks, RES_PODS, nw);
+		registry_commit(ks->registry, RES_PODS, nw);
 	else
 		json_decref(nw);
 }
@@ -210,11 +210,13 @@ static void delete_pod(struct ks *ks, const json_t *job, const struct podkey *k)
 	if (!pod || obj_deleting(pod) || obj_pod_terminal(pod))
 		return;
 	strip_finalizer(ks, pod);
-	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	struct registry_delete_opts o = REGISTRY_DELETE_OPTS_INIT;
 	struct kerr e = { 0 };
 	json_t *out = NULL;
 	int gone = 0;
-	if (api_delete(ks, res_get(RES_PODS), k->ns, k->name, &o, &out, &gone, &e) == 0 && job) {
+	if (registry_delete(ks->registry, res_get(RES_PODS), k->ns, k->name, &o, &out, &gone,
+			    &e) == 0 &&
+	    job) {
 		char msg[400];
 		snprintf(msg, sizeof msg, "Deleted pod: %s", k->name);
 		events_record(ks, job, "Normal", "SuccessfulDelete", msg, COMPONENT);
@@ -244,7 +246,7 @@ static int create_pod(struct ks *ks, const json_t *job)
 				"metadata", meta, "spec", obj_path(tmpl, "spec"));
 	struct kerr e = { 0 };
 	json_t *out = NULL;
-	int rc = api_create(ks, res_get(RES_PODS), obj_ns(job), pod, &out, &e);
+	int rc = registry_create(ks->registry, res_get(RES_PODS), obj_ns(job), pod, 0, &out, &e);
 	char msg[1200];
 	if (rc == 0) {
 		snprintf(msg, sizeof msg, "Created pod: %s", obj_name(out));
@@ -531,8 +533,8 @@ static void js_run(struct jobsync *js)
 
 /* A copy of the Job for a pass that writes status only: status and the metadata object are
  * copies (the store stamps metadata.resourceVersion into what it is given); spec and the rest
- * are shared with the stored Job, which nobody changes in place. A deep copy of every Job
- * each pass was most of a pass's cost. */
+ * are shared with the stored Job, which nobody changes in place, so a pass copies only what
+ * it may write. */
 static json_t *copy_for_status(const json_t *job)
 {
 	json_t *nw = json_copy((json_t *)job);
@@ -573,7 +575,7 @@ static void sync_job(struct jobctl *jc, const json_t *job)
 	if (json_equal(json_object_get(js.nw, "status"), json_object_get(job, "status")))
 		json_decref(js.nw);
 	else
-		api_commit(js.ks, RES_JOBS, js.nw);
+		registry_commit(js.ks->registry, RES_JOBS, js.nw);
 }
 
 /* ttlSecondsAfterFinished: delete a finished Job (cascading) once its time is up. */
@@ -591,7 +593,7 @@ static void ttl_check(struct ks *ks, const json_t *job)
 		return;
 	if (clock_now_ms() < at + (int64_t)json_integer_value(ttl) * 1000)
 		return;
-	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	struct registry_delete_opts o = REGISTRY_DELETE_OPTS_INIT;
 	o.propagation = "Background";
 	struct kerr e = { 0 };
 	json_t *out = NULL;
@@ -599,7 +601,7 @@ static void ttl_check(struct ks *ks, const json_t *job)
 	char ns[256], name[256];
 	snprintf(ns, sizeof ns, "%s", obj_ns(job));
 	snprintf(name, sizeof name, "%s", obj_name(job));
-	api_delete(ks, res_get(RES_JOBS), ns, name, &o, &out, &gone, &e);
+	registry_delete(ks->registry, res_get(RES_JOBS), ns, name, &o, &out, &gone, &e);
 	json_decref(out);
 	kerr_clear(&e);
 }
@@ -622,7 +624,7 @@ static void remove_job_finalizer(struct ks *ks, const json_t *job, const char *n
 {
 	json_t *nw = json_deep_copy(job);
 	obj_remove_finalizer(nw, name);
-	api_commit(ks, RES_JOBS, nw);
+	registry_commit(ks->registry, RES_JOBS, nw);
 }
 
 /* A Job being deleted with the orphan or foregroundDeletion finalizer. */
@@ -639,7 +641,7 @@ static void gc_deleting_job(struct jobctl *jc, const json_t *job)
 			json_t *nw = json_deep_copy(pod);
 			json_object_del(obj_path(nw, "metadata"), "ownerReferences");
 			obj_remove_finalizer(nw, TRACKING);
-			api_commit(ks, RES_PODS, nw);
+			registry_commit(ks->registry, RES_PODS, nw);
 		}
 		remove_job_finalizer(ks, job, "orphan");
 		log_info("jobctl", "job_orphaned_pods", "job=%s/%s pods=%zu", obj_ns(job),
@@ -684,12 +686,12 @@ static void gc_pods(struct jobctl *jc)
 			strip_finalizer(ks, pod);
 			pod = get_pod(ks, &dead[i]);
 			if (pod && !obj_deleting(pod)) {
-				struct api_delete_opts o = API_DELETE_OPTS_INIT;
+				struct registry_delete_opts o = REGISTRY_DELETE_OPTS_INIT;
 				struct kerr e = { 0 };
 				json_t *out = NULL;
 				int gone = 0;
-				api_delete(ks, res_get(RES_PODS), dead[i].ns, dead[i].name, &o, &out,
-					   &gone, &e);
+				registry_delete(ks->registry, res_get(RES_PODS), dead[i].ns,
+						dead[i].name, &o, &out, &gone, &e);
 				json_decref(out);
 				kerr_clear(&e);
 				log_info("jobctl", "gc_pod", "pod=%s/%s", dead[i].ns, dead[i].name);
@@ -728,13 +730,13 @@ static void gc_namespaces(struct ks *ks)
 				json_t *o = store_get(ks->store, kinds[r], keys[j].ns, keys[j].name);
 				if (!o || obj_deleting(o))
 					continue;
-				struct api_delete_opts opt = API_DELETE_OPTS_INIT;
+				struct registry_delete_opts opt = REGISTRY_DELETE_OPTS_INIT;
 				opt.propagation = "Background";
 				struct kerr e = { 0 };
 				json_t *out = NULL;
 				int gone = 0;
-				api_delete(ks, res_get(kinds[r]), keys[j].ns, keys[j].name, &opt, &out,
-					   &gone, &e);
+				registry_delete(ks->registry, res_get(kinds[r]), keys[j].ns,
+						keys[j].name, &opt, &out, &gone, &e);
 				json_decref(out);
 				kerr_clear(&e);
 			}
@@ -746,7 +748,7 @@ static void gc_namespaces(struct ks *ks)
 				/* What the namespace controller's finalize call does. */
 				json_t *nw = json_deep_copy(ns);
 				json_object_set_new(obj_child(nw, "spec"), "finalizers", json_array());
-				api_commit(ks, RES_NAMESPACES, nw);
+				registry_commit(ks->registry, RES_NAMESPACES, nw);
 			}
 		}
 	}
@@ -841,8 +843,7 @@ void jobctl_sync(struct jobctl *jc)
 			continue;
 		}
 		/* A finished Job's only work that comes due by the clock is its TTL; a change of
-		 * the Job or of a pod of it marks it for a full sync. Syncing every finished Job
-		 * each second was most of a pass once thousands had finished. */
+		 * the Job or of a pod of it marks it for a full sync. */
 		if (clock_only[i] &&
 		    (obj_condition_true(job, "Complete") || obj_condition_true(job, "Failed"))) {
 			ttl_check(ks, job);

@@ -17,13 +17,14 @@
  * DeadlineExceeded, as the kubelet enforces it on the node without the control plane.
  * A pass visits the pods that changed (the store's fan-out), those with a container
  * terminating or just exited, and once a second every pod that has containers (restart
- * back-offs); pods bound to any Node of the store are run here. */
+ * back-offs); pods bound to any Node of the store are run here. A child's exit or a start's
+ * report runs a pass of the kubelet's own (kubelet_wake); its writes wake the other
+ * controllers through the registry. The pod folder, downward-API files and environment are
+ * podenv.c's. */
 #include "tools/kubesim/kubelet.h"
 
 #include <errno.h>
 #include <event2/event.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
@@ -36,14 +37,13 @@
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
-#include "lib/devalloc.h"
 #include "lib/log.h"
-#include "lib/podinfo.h"
 #include "lib/quantity.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/events.h"
 #include "tools/kubesim/faults.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/podenv.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/spawner.h"
 #include "tools/kubesim/store.h"
 
@@ -53,8 +53,6 @@
 #define RESTART_BACKOFF_MAX_MS 300000
 /* Every pod with containers is visited at least this often (restart back-off). */
 #define FULL_PASS_MS 1000
-#define HAMI_LIBRARY "/usr/local/vgpu/libvgpu.so"
-#define MAX_ENV 256
 #define MAX_ARGS 64
 /* Exits of children whose start is not reported yet (one per start in flight at most, in
  * practice a handful); older entries are dropped first. */
@@ -87,6 +85,7 @@ struct proc {
 struct kubelet {
 	struct ks *ks;
 	struct event *sigchld;
+	struct event *wake_ev;   /* zero-timeout: a kubelet pass at the next loop turn */
 	struct proc *procs;
 	unsigned ip_seq;
 	json_t *dirty;        /* keys "ns/name" of bound pods to visit in the next pass */
@@ -216,7 +215,20 @@ static void sigchld_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct kubelet *k = arg;
 	reap(k);
-	ks_kick(k->ks);
+	kubelet_wake(k);
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kubelet_sync(arg);
+}
+
+void kubelet_wake(struct kubelet *k)
+{
+	if (k && !k->freeing && !k->ks->stopping)
+		event_active(k->wake_ev, EV_TIMEOUT, 0);
 }
 
 static void on_started(void *tag, pid_t pid, int err, int64_t started_ms, void *arg);
@@ -227,6 +239,7 @@ struct kubelet *kubelet_new(struct ks *ks)
 	k->ks = ks;
 	k->sigchld = evsignal_new(ks->base, SIGCHLD, sigchld_cb, k);
 	evsignal_add(k->sigchld, NULL);
+	k->wake_ev = event_new(ks->base, -1, 0, wake_cb, k);
 	k->dirty = json_object();
 	k->uids = json_object();
 	k->sub = store_subscribe(ks->store, on_change, k);
@@ -254,6 +267,7 @@ void kubelet_free(struct kubelet *k)
 		gwb_free(p);
 	}
 	event_free(k->sigchld);
+	event_free(k->wake_ev);
 	store_unsubscribe(k->ks->store, k->sub);
 	json_decref(k->dirty);
 	json_decref(k->uids);
@@ -276,346 +290,14 @@ int kubelet_running(const struct kubelet *k)
 	return n;
 }
 
-static void pod_dir(const struct kubelet *k, const char *uid, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/pods/%s", k->ks->cfg.state_dir, uid);
-}
-
 int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *container, char *buf,
 		     size_t len)
 {
 	char dir[PATH_MAX];
-	pod_dir(k, obj_uid(pod), dir, sizeof dir);
+	podenv_dir(k->ks->cfg.state_dir, obj_uid(pod), dir, sizeof dir);
 	snprintf(buf, len, "%s/%s.log", dir, container);
 	struct stat st;
 	return stat(buf, &st) == 0 ? 0 : -1;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-/* The kubelet removes a deleted pod's folder (logs, volumes) once its containers are gone. */
-static void remove_pod_dir(struct kubelet *k, const char *uid)
-{
-	char dir[PATH_MAX];
-	pod_dir(k, uid, dir, sizeof dir);
-	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* mkdir -p. The folder usually exists already (every pass over a running pod), or only its
- * last component is missing: one mkdir answers those, before the walk from the root. */
-static int mkdirs(const char *path)
-{
-	if (mkdir(path, 0755) == 0 || errno == EEXIST)
-		return 0;
-	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof tmp, "%s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* Writes data atomically (temp file + rename), as the kubelet's atomic writer does. */
-static int write_file(const char *path, const char *data, size_t len)
-{
-	char tmp[PATH_MAX + 8];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "wb");
-	if (!f)
-		return -1;
-	size_t n = fwrite(data, 1, len, f);
-	if (fclose(f) != 0 || n != len) {
-		unlink(tmp);
-		return -1;
-	}
-	return rename(tmp, path);
-}
-
-/* ---- downward API ---- */
-
-static char *map_file(const json_t *map)
-{
-	size_t n = json_object_size(map);
-	const char **keys = gwb_calloc(n ? n : 1, sizeof *keys);
-	const char **vals = gwb_calloc(n ? n : 1, sizeof *vals);
-	size_t i = 0;
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)map, k, v)
-	{
-		if (!json_is_string(v))
-			continue;
-		keys[i] = k;
-		vals[i++] = json_string_value(v);
-	}
-	char *out = podinfo_format(keys, vals, i);
-	gwb_free(keys);
-	gwb_free(vals);
-	return out;
-}
-
-/* The value a fieldRef names, in a gwb_malloc'd string (NULL when unsupported). */
-static char *field_ref(const json_t *pod, const char *path)
-{
-	char key[256];
-	if (!strcmp(path, "metadata.annotations"))
-		return map_file(obj_path(pod, "metadata.annotations"));
-	if (!strcmp(path, "metadata.labels"))
-		return map_file(obj_path(pod, "metadata.labels"));
-	if (sscanf(path, "metadata.annotations['%255[^']']", key) == 1) {
-		const char *v = obj_annotation(pod, key);
-		return gwb_strdup(v ? v : "");
-	}
-	if (sscanf(path, "metadata.labels['%255[^']']", key) == 1) {
-		const char *v = obj_label(pod, key);
-		return gwb_strdup(v ? v : "");
-	}
-	static const struct {
-		const char *field, *path;
-	} simple[] = { { "metadata.name", "metadata.name" },
-		       { "metadata.namespace", "metadata.namespace" },
-		       { "metadata.uid", "metadata.uid" },
-		       { "spec.nodeName", "spec.nodeName" },
-		       { "spec.serviceAccountName", "spec.serviceAccountName" },
-		       { "status.hostIP", "status.hostIP" },
-		       { "status.podIP", "status.podIP" } };
-	for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
-		if (!strcmp(path, simple[i].field)) {
-			const char *v = obj_str(pod, simple[i].path);
-			return gwb_strdup(v ? v : "");
-		}
-	return NULL;
-}
-
-/* Writes every downwardAPI volume of the pod under <poddir>/volumes/<name>/. */
-static void write_downward(struct kubelet *k, const json_t *pod)
-{
-	char dir[PATH_MAX];
-	pod_dir(k, obj_uid(pod), dir, sizeof dir);
-	size_t i;
-	json_t *vol;
-	json_array_foreach(obj_path(pod, "spec.volumes"), i, vol)
-	{
-		json_t *items = obj_path(vol, "downwardAPI.items");
-		const char *vname = obj_str(vol, "name");
-		if (!json_is_array(items) || !vname)
-			continue;
-		char vdir[PATH_MAX + 300];
-		snprintf(vdir, sizeof vdir, "%s/volumes/%s", dir, vname);
-		mkdirs(vdir);
-		size_t j;
-		json_t *it;
-		json_array_foreach(items, j, it)
-		{
-			const char *path = obj_str(it, "path");
-			const char *fp = obj_str(it, "fieldRef.fieldPath");
-			if (!path || !fp || strstr(path, ".."))
-				continue;
-			char *val = field_ref(pod, fp);
-			if (!val)
-				continue;
-			char file[PATH_MAX + 600];
-			snprintf(file, sizeof file, "%s/%s", vdir, path);
-			char *slash = strrchr(file, '/');
-			if (slash) {
-				*slash = '\0';
-				mkdirs(file);
-				*slash = '/';
-			}
-			/* Only rewrite on change: readers may poll the file. */
-			FILE *f = fopen(file, "rb");
-			int same = 0;
-			if (f) {
-				char buf[65536];
-				size_t n = fread(buf, 1, sizeof buf, f);
-				fclose(f);
-				same = n == strlen(val) && !memcmp(buf, val, n);
-			}
-			if (!same)
-				write_file(file, val, strlen(val));
-			gwb_free(val);
-		}
-	}
-}
-
-/* Host path of a container path that lies in a downwardAPI volume mount, or "" when not. */
-static void host_path_of(struct kubelet *k, const json_t *pod, const json_t *ctr,
-			 const char *cpath, char *out, size_t len)
-{
-	out[0] = '\0';
-	char dir[PATH_MAX];
-	pod_dir(k, obj_uid(pod), dir, sizeof dir);
-	size_t i;
-	json_t *m;
-	json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m)
-	{
-		const char *mp = obj_str(m, "mountPath"), *vn = obj_str(m, "name");
-		if (!mp || !vn)
-			continue;
-		size_t ml = strlen(mp);
-		while (ml > 1 && mp[ml - 1] == '/')
-			ml--;
-		if (strncmp(cpath, mp, ml) || (cpath[ml] != '/' && cpath[ml] != '\0'))
-			continue;
-		snprintf(out, len, "%s/volumes/%s%s", dir, vn, cpath + ml);
-		return;
-	}
-}
-
-/* The annotations file of a container's downwardAPI mount, as a container path, or NULL. */
-static int annotations_mount(const json_t *pod, const json_t *ctr, char *out, size_t len)
-{
-	size_t i;
-	json_t *m;
-	json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m)
-	{
-		const char *vn = obj_str(m, "name"), *mp = obj_str(m, "mountPath");
-		size_t j;
-		json_t *vol;
-		json_array_foreach(obj_path(pod, "spec.volumes"), j, vol)
-		{
-			const char *name = obj_str(vol, "name");
-			if (!vn || !mp || !name || strcmp(name, vn))
-				continue;
-			size_t q;
-			json_t *it;
-			json_array_foreach(obj_path(vol, "downwardAPI.items"), q, it)
-			{
-				const char *fp = obj_str(it, "fieldRef.fieldPath");
-				const char *path = obj_str(it, "path");
-				if (fp && path && !strcmp(fp, "metadata.annotations")) {
-					snprintf(out, len, "%s/%s", mp, path);
-					return 1;
-				}
-			}
-		}
-	}
-	return 0;
-}
-
-/* ---- environment ---- */
-
-struct envb {
-	int n;
-	char *v[MAX_ENV];
-};
-
-static void env_set(struct envb *e, const char *name, const char *value)
-{
-	size_t nl = strlen(name);
-	char *kv = gwb_malloc(nl + strlen(value) + 2);
-	memcpy(kv, name, nl);
-	kv[nl] = '=';
-	memcpy(kv + nl + 1, value, strlen(value) + 1);
-	for (int i = 0; i < e->n; i++)
-		if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=') {
-			gwb_free(e->v[i]);
-			e->v[i] = kv;
-			return;
-		}
-	if (e->n < MAX_ENV - 1)
-		e->v[e->n++] = kv;
-	else
-		gwb_free(kv);
-	e->v[e->n] = NULL;
-}
-
-static const char *env_get(const struct envb *e, const char *name)
-{
-	size_t nl = strlen(name);
-	for (int i = 0; i < e->n; i++)
-		if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=')
-			return e->v[i] + nl + 1;
-	return NULL;
-}
-
-static void env_free(struct envb *e)
-{
-	for (int i = 0; i < e->n; i++)
-		gwb_free(e->v[i]);
-	e->n = 0;
-}
-
-/* The env koordlet's GPU hook injects (koordinator.md §5.1). */
-static void gpu_env(const json_t *pod, struct envb *e)
-{
-	const char *ann = obj_annotation(pod, DEVALLOC_ANNOTATION);
-	struct devalloc a;
-	if (!ann || devalloc_parse(ann, strlen(ann), &a, NULL, 0) < 0 || a.ncards == 0)
-		return;
-	char minors[256] = "";
-	size_t o = 0;
-	for (int i = 0; i < a.ncards && o < sizeof minors; i++)
-		o += (size_t)snprintf(minors + o, sizeof minors - o, "%s%d", i ? "," : "",
-				      a.cards[i].minor);
-	env_set(e, "NVIDIA_VISIBLE_DEVICES", minors);
-	const char *iso = obj_label(pod, "koordinator.sh/gpu-isolation-provider");
-	if (!iso || strcmp(iso, "HAMi-core") || !a.cards[0].has_ratio || a.cards[0].ratio >= 100)
-		return;
-	char buf[32];
-	snprintf(buf, sizeof buf, "%" PRId64, a.cards[0].mem_bytes);
-	env_set(e, "CUDA_DEVICE_MEMORY_LIMIT", buf);
-	if (a.cards[0].has_core) {
-		snprintf(buf, sizeof buf, "%" PRId64, a.cards[0].core);
-		env_set(e, "CUDA_DEVICE_SM_LIMIT", buf);
-	}
-	/* Never preload a library that is not there: HAMi-core is installed by a DaemonSet. */
-	if (access(HAMI_LIBRARY, R_OK) == 0)
-		env_set(e, "LD_PRELOAD", HAMI_LIBRARY);
-}
-
-static void build_env(struct kubelet *k, const json_t *pod, const json_t *ctr, struct envb *e)
-{
-	const char *path = getenv("PATH");
-	env_set(e, "PATH", path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	env_set(e, "HOSTNAME", obj_name(pod));
-	char dir[PATH_MAX];
-	pod_dir(k, obj_uid(pod), dir, sizeof dir);
-	env_set(e, "HOME", dir);
-	size_t i;
-	json_t *ev;
-	json_array_foreach(json_object_get(ctr, "env"), i, ev)
-	{
-		const char *name = obj_str(ev, "name");
-		if (!name)
-			continue;
-		const char *val = obj_str(ev, "value");
-		const char *fp = obj_str(ev, "valueFrom.fieldRef.fieldPath");
-		if (fp) {
-			char *v = field_ref(pod, fp);
-			if (v) {
-				env_set(e, name, v);
-				gwb_free(v);
-			}
-		} else {
-			env_set(e, name, val ? val : "");
-		}
-	}
-	gpu_env(pod, e);
-	/* The downward-API annotations file, at its host path (no mount namespaces here). */
-	char cpath[PATH_MAX], hpath[PATH_MAX + 700];
-	const char *given = env_get(e, "GWB_ANNOTATIONS_FILE");
-	if (given) {
-		host_path_of(k, pod, ctr, given, hpath, sizeof hpath);
-		if (hpath[0])
-			env_set(e, "GWB_ANNOTATIONS_FILE", hpath);
-	} else if (annotations_mount(pod, ctr, cpath, sizeof cpath)) {
-		host_path_of(k, pod, ctr, cpath, hpath, sizeof hpath);
-		if (hpath[0])
-			env_set(e, "GWB_ANNOTATIONS_FILE", hpath);
-	}
 }
 
 /* ---- processes ---- */
@@ -644,7 +326,7 @@ static void start_done(struct kubelet *k, struct proc *p, pid_t pid, int err, in
 		p->start_error = err ? err : EIO;
 		p->finished_ms = p->started_ms;
 		char dir[PATH_MAX], log[PATH_MAX + 80];
-		pod_dir(k, p->uid, dir, sizeof dir);
+		podenv_dir(k->ks->cfg.state_dir, p->uid, dir, sizeof dir);
 		snprintf(log, sizeof log, "%s/%s.log", dir, p->container);
 		FILE *f = fopen(log, "a");
 		if (f) {
@@ -685,8 +367,7 @@ static void on_started(void *tag, pid_t pid, int err, int64_t started_ms, void *
 	start_done(k, tag, pid, err, started_ms, k->ks->cfg.worker);
 	if (!k->starting)
 		k->nearly = 0; /* every start is reported: no kept exit can be one of theirs */
-	if (!k->freeing)
-		ks_kick(k->ks);
+	kubelet_wake(k);
 }
 
 /* The CPU weight of a container, from its cpu request (its limit when it has no request, as
@@ -710,12 +391,12 @@ static void start_container(struct kubelet *k, const json_t *pod, const json_t *
 			    struct proc *p, int first)
 {
 	char dir[PATH_MAX], log[PATH_MAX + 80];
-	pod_dir(k, obj_uid(pod), dir, sizeof dir);
-	mkdirs(dir);
-	write_downward(k, pod);
+	podenv_dir(k->ks->cfg.state_dir, obj_uid(pod), dir, sizeof dir);
+	podenv_mkdirs(dir);
+	podenv_write_downward(k->ks->cfg.state_dir, pod);
 	snprintf(log, sizeof log, "%s/%s.log", dir, p->container);
-	struct envb env = { 0 };
-	build_env(k, pod, ctr, &env);
+	struct podenv_env env = { 0 };
+	podenv_env_build(k->ks->cfg.state_dir, pod, ctr, &env);
 	char *argv[MAX_ARGS + 2];
 	int argc = 0;
 	argv[argc++] = k->ks->cfg.worker;
@@ -739,7 +420,7 @@ static void start_container(struct kubelet *k, const json_t *pod, const json_t *
 		pid_t pid = spawner_run(dir, log, argv, env.v, container_nice(ctr), &err);
 		start_done(k, p, pid, err, clock_now_ms(), argv[0]);
 	}
-	env_free(&env);
+	podenv_env_free(&env);
 }
 
 /* ---- status ---- */
@@ -850,7 +531,7 @@ static int write_status_why(struct kubelet *k, const json_t *pod, const char *re
 		obj_set_condition(nw, "Ready", "True", NULL, NULL, 0);
 		obj_set_condition(nw, "ContainersReady", "True", NULL, NULL, 0);
 	}
-	api_commit(k->ks, RES_PODS, nw);
+	registry_commit(k->ks->registry, RES_PODS, nw);
 	return terminal;
 }
 
@@ -861,7 +542,7 @@ static int write_status(struct kubelet *k, const json_t *pod)
 
 static void final_delete(struct kubelet *k, const json_t *pod)
 {
-	struct api_delete_opts o = API_DELETE_OPTS_INIT;
+	struct registry_delete_opts o = REGISTRY_DELETE_OPTS_INIT;
 	o.grace = 0;
 	o.uid = obj_uid(pod);
 	struct kerr e = { 0 };
@@ -870,7 +551,7 @@ static void final_delete(struct kubelet *k, const json_t *pod)
 	char ns[256], name[256];
 	snprintf(ns, sizeof ns, "%s", obj_ns(pod));
 	snprintf(name, sizeof name, "%s", obj_name(pod));
-	api_delete(k->ks, res_get(RES_PODS), ns, name, &o, &out, &gone, &e);
+	registry_delete(k->ks->registry, res_get(RES_PODS), ns, name, &o, &out, &gone, &e);
 	json_decref(out);
 	kerr_clear(&e);
 }
@@ -957,7 +638,7 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 		}
 	}
 	if (started || !obj_pod_terminal(pod))
-		write_downward(k, pod);
+		podenv_write_downward(k->ks->cfg.state_dir, pod);
 	/* A start in flight: its report marks the pod, and that pass writes the status (as
 	 * right after a start). */
 	int starting = 0;
@@ -999,7 +680,7 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 					json_array_append_new(statuses, container_status(p, ctr));
 			}
 			json_object_set_new(obj_child(nw, "status"), "containerStatuses", statuses);
-			api_commit(k->ks, RES_PODS, nw);
+			registry_commit(k->ks->registry, RES_PODS, nw);
 		}
 	}
 }
@@ -1156,7 +837,7 @@ void kubelet_sync(struct kubelet *k)
 				}
 		}
 		if (!procs_of(k, p->uid))
-			remove_pod_dir(k, p->uid);
+			podenv_remove_dir(k->ks->cfg.state_dir, p->uid);
 		gwb_free(p);
 	}
 }

@@ -20,6 +20,10 @@ struct kubelet *kubelet_new(struct ks *ks);
 void kubelet_free(struct kubelet *k);
 /* One reconcile pass over the bound pods that changed or have containers to watch. */
 void kubelet_sync(struct kubelet *k);
+/* Asks for a kubelet pass at the next loop turn (idempotent): for what changes outside the
+ * store, such as a child's exit, a start's report or a fault on terminating pods. Its writes
+ * wake the other controllers through the registry. Accepts NULL. */
+void kubelet_wake(struct kubelet *k);
 /* Writes the log file path of a pod's container into buf. Returns 0, or -1 when the
  * container never started. */
 int kubelet_log_path(struct kubelet *k, const json_t *pod, const char *container, char *buf,

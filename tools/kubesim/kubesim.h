@@ -1,5 +1,5 @@
 /* kubesim's composition root: the settings (read-only after start-up) and the context every
- * module receives, holding the event base, the store and the module instances. */
+ * module receives, holding the event base, the store, the registry and the module instances. */
 #ifndef KUBESIM_KUBESIM_H
 #define KUBESIM_KUBESIM_H
 
@@ -47,6 +47,7 @@ struct ks {
 	struct event_base *base;
 	struct ks_config cfg;
 	struct store *store;
+	struct registry *registry; /* every write goes through it (registry.h) */
 	struct http *http;
 	struct watch_hub *watch;
 	struct logs *logs;
@@ -55,17 +56,16 @@ struct ks {
 	struct sched *sched;
 	struct kubelet *kubelet;
 	struct nodemetric *nodemetric;
-	struct event *kick_ev;  /* zero-timeout: one reconcile pass at the next loop turn */
+	struct event *kick_ev;  /* zero-timeout: one reconcile at the next loop turn, made active
+				 * by the registry's commit hook */
 	struct event *tick_ev;  /* housekeeping timer */
 	uint64_t settled_rv;    /* store resourceVersion after the last reconcile pass */
 	int64_t last_pass_ms;   /* monotonic time of the last reconcile pass */
+	int reconciling;        /* inside a reconcile: its passes go on while commits come */
 	int stopping;
 };
 
 /* The name of node i (0-based): the configured node, then "<node>-2", "<node>-3" ... */
 void ks_node_name(const struct ks *ks, int i, char *buf, size_t len);
-
-/* Asks for one reconcile pass of every controller at the next loop turn (idempotent). */
-void ks_kick(struct ks *ks);
 
 #endif

@@ -27,6 +27,7 @@
 #include "tools/kubesim/kubesim.h"
 #include "tools/kubesim/logs.h"
 #include "tools/kubesim/nodemetric.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/sched.h"
 #include "tools/kubesim/store.h"
 #include "tools/kubesim/watch.h"
@@ -291,14 +292,26 @@ void ks_node_name(const struct ks *ks, int i, char *buf, size_t len)
 		snprintf(buf, len, "%s-%d", ks->cfg.node, i + 1);
 }
 
-void ks_kick(struct ks *ks)
+/* Asks for one reconcile of every controller at the next loop turn (idempotent). */
+static void ks_kick(struct ks *ks)
 {
 	if (ks->kick_ev && !ks->stopping)
 		event_active(ks->kick_ev, EV_TIMEOUT, 0);
 }
 
+/* The registry's commit hook: a commit wakes the controllers. A commit made by a pass wakes
+ * nobody: the reconcile runs another pass when its passes moved the resourceVersion. */
+static void wake_on_commit(enum res_id res, void *arg)
+{
+	(void)res;
+	struct ks *ks = arg;
+	if (!ks->reconciling)
+		ks_kick(ks);
+}
+
 static void reconcile(struct ks *ks)
 {
+	ks->reconciling = 1;
 	for (int i = 0; i < MAX_PASSES && !ks->stopping; i++) {
 		uint64_t rv = store_rv(ks->store);
 		devices_sync(ks);
@@ -308,6 +321,7 @@ static void reconcile(struct ks *ks)
 		if (store_rv(ks->store) == rv)
 			break;
 	}
+	ks->reconciling = 0;
 	ks->settled_rv = store_rv(ks->store);
 	ks->last_pass_ms = clock_mono_ms();
 	watch_reap(ks->watch);
@@ -369,6 +383,7 @@ int main(int argc, char **argv)
 	/* resourceVersions start at the wall clock in ms, so a restarted kubesim answers the
 	 * versions of its previous life with 410 instead of silently misreading them. */
 	ks.store = store_new((size_t)ks.cfg.history, (uint64_t)clock_now_ms());
+	ks.registry = registry_new(&ks);
 	ks.faults = faults_new(&ks);
 	ks.watch = watch_hub_new(&ks);
 	ks.logs = logs_new(&ks);
@@ -377,6 +392,7 @@ int main(int argc, char **argv)
 	ks.sched = sched_new(&ks);
 	ks.kubelet = kubelet_new(&ks);
 	ks.kick_ev = event_new(ks.base, -1, 0, kick_cb, &ks);
+	registry_hook_add(ks.registry, wake_on_commit, &ks);
 	ks.tick_ev = event_new(ks.base, -1, EV_PERSIST, tick_cb, &ks);
 	struct event *sigterm = evsignal_new(ks.base, SIGTERM, stop_cb, &ks);
 	struct event *sigint = evsignal_new(ks.base, SIGINT, stop_cb, &ks);
@@ -425,6 +441,7 @@ out:
 	event_free(ks.tick_ev);
 	event_free(sigterm);
 	event_free(sigint);
+	registry_free(ks.registry);
 	store_free(ks.store);
 	event_base_free(ks.base);
 	libevent_global_shutdown();

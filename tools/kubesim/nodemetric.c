@@ -14,8 +14,8 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/quantity.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/store.h"
 
 #define MAX_TRACKED 512
@@ -176,7 +176,7 @@ static void report(struct nodemetric *nm)
 		json_pack("{s:s, s:{s:{s:{s:s, s:s}}}, s:o}", "updateTime",
 			  clock_fmt_rfc3339(now, ts, sizeof ts), "nodeMetric", "nodeUsage",
 			  "resources", "cpu", cpu, "memory", mem, "podsMetric", pods_metric));
-	api_commit(ks, RES_NODEMETRICS, nw);
+	registry_commit(ks->registry, RES_NODEMETRICS, nw);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)

@@ -15,9 +15,9 @@
 #include "lib/deviceshare.h"
 #include "lib/log.h"
 #include "lib/quantity.h"
-#include "tools/kubesim/api.h"
 #include "tools/kubesim/events.h"
 #include "tools/kubesim/obj.h"
+#include "tools/kubesim/registry.h"
 #include "tools/kubesim/store.h"
 
 #define ISOLATION_LABEL "koordinator.sh/gpu-isolation-provider"
@@ -429,7 +429,7 @@ static void set_unschedulable(struct ks *ks, json_t *pod, const char *reason, co
 	obj_set_condition(nw, "PodScheduled", "False", reason, msg, 0);
 	log_info("sched", "unschedulable", "pod=%s/%s msg=%s", obj_ns(pod), obj_name(pod),
 		 log_q(msg));
-	api_commit(ks, RES_PODS, nw);
+	registry_commit(ks->registry, RES_PODS, nw);
 	json_t *cur = store_get(ks->store, RES_PODS, obj_ns(pod), obj_name(pod));
 	if (cur)
 		events_record(ks, cur, "Warning", "FailedScheduling", msg, scheduler);
@@ -449,7 +449,7 @@ static void bind_pod(struct ks *ks, json_t *pod, const char *node, const struct 
 				    DEVALLOC_ANNOTATION, json_string(ann));
 		log_info("sched", "allocated", "pod=%s/%s allocation=%s", ns, name, log_q(ann));
 		gwb_free(ann);
-		api_commit(ks, RES_PODS, nw);
+		registry_commit(ks->registry, RES_PODS, nw);
 		pod = store_get(ks->store, RES_PODS, ns, name);
 		if (!pod)
 			return;
@@ -457,7 +457,7 @@ static void bind_pod(struct ks *ks, json_t *pod, const char *node, const struct 
 	json_t *nw = json_deep_copy(pod);
 	obj_set_str(nw, "spec.nodeName", node);
 	obj_set_condition(nw, "PodScheduled", "True", NULL, NULL, 0);
-	api_commit(ks, RES_PODS, nw);
+	registry_commit(ks->registry, RES_PODS, nw);
 	json_t *cur = store_get(ks->store, RES_PODS, ns, name);
 	char msg[600];
 	snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", ns, name, node);

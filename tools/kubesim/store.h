@@ -8,7 +8,10 @@
  *
  * Secondary indexes (namespace, label "key=value", ownerReference uid, and for Pods the node)
  * are kept in step inside every create, update and remove, so controllers and label-selector
- * lists find their objects without scanning the resource. */
+ * lists find their objects without scanning the resource.
+ *
+ * kubesim writes only through the registry (registry.h), which adds the API's rules over the
+ * write functions here. */
 #ifndef KUBESIM_STORE_H
 #define KUBESIM_STORE_H
 

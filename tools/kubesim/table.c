@@ -415,8 +415,7 @@ static json_t *row(const struct res_def *r, const json_t *obj, enum table_includ
 	}
 	json_t *row = json_pack("{s:o}", "cells", cells);
 	/* Rows share the stored documents' parts (a reference, or a shallow copy where a field
-	 * is added): the table is dumped and dropped, never changed, and deep copies of 10,000
-	 * objects were most of a list's cost. */
+	 * is added): the table is dumped and dropped, never changed. */
 	if (inc == TABLE_INCLUDE_METADATA) {
 		json_t *meta = obj_path(obj, "metadata");
 		json_object_set_new(row, "object",
