@@ -187,7 +187,7 @@ int http_json_type_ok(struct req *r);
  * replies 403 and returns 0. */
 int http_may_act_on(struct req *r, const char *team);
 
-/* A task as the API shows it (API.md), as a new reference (server/api/api_taskview.c). */
+/* A task as the API shows it (docs/API.md), as a new reference (server/api/api_taskview.c). */
 json_t *api_task_view(const struct task *t);
 /* One event of a task's history as the API shows it (a new reference). */
 json_t *api_task_event_view(const struct task_event *ev);
