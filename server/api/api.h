@@ -64,7 +64,7 @@ void router_route(struct req *r);
 /* Tells api->task_changed (when set) that task_id was submitted or cancelled. */
 void api_task_changed(const struct api_ctx *api, const char *task_id);
 
-/* A task as the API shows it (API.md), as a new reference (server/api/api_taskview.c). */
+/* A task as the API shows it (docs/API.md), as a new reference (server/api/api_taskview.c). */
 json_t *api_task_view(const struct task *t);
 /* One event of a task's history as the API shows it (a new reference). */
 json_t *api_task_event_view(const struct task_event *ev);

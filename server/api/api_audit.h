@@ -16,7 +16,8 @@ struct api_audit_state {
 	int64_t at_ms, drift, cron_ms;
 };
 
-/* GET /v1/audit (admin): the audit computed now (API.md "Audit"). Answers r exactly once. */
+/* GET /v1/audit (admin): the audit computed now (docs/API.md "The quota audit"). Answers r
+ * exactly once. */
 void api_audit_get(struct req *r);
 /* POST /v1/audit/repair (admin): sets each team's stored reserved totals to the sum of its
  * unreleased reservations in one transaction, records each change as a team event

@@ -29,7 +29,7 @@
 /* A Last-Event-ID further behind the newest event than this gets "resync" instead of a replay
  * that would hold the client (and the loop) for long. */
 #define STREAM_REPLAY_MAX 10000
-/* A comment line after this much silence: API.md promises one at least every 15 s, and a
+/* A comment line after this much silence: docs/API.md promises one at least every 15 s, and a
  * write is also how a client that went away is noticed. */
 #define STREAM_HEARTBEAT_MS 10000
 /* The reconnect delay suggested to EventSource-style clients. */

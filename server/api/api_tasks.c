@@ -19,7 +19,7 @@
 #include "server/recon/diagnose.h"
 #include "server/recon/reconciler.h"
 
-/* Validation ranges of a submission (API.md). */
+/* Validation ranges of a submission (docs/API.md). */
 #define MEM_MIB_MAX 1048576
 #define CORE_PCT_MAX 100
 #define COUNT_MAX 8

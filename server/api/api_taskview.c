@@ -1,5 +1,5 @@
 /* The API's JSON view of a task: the store returns rows (struct task), this file shapes them
- * as API.md shows a task, parsing the allocation annotation and the stored diagnosis. */
+ * as docs/API.md shows a task, parsing the allocation annotation and the stored diagnosis. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -375,7 +375,7 @@ TEST_T(faults_disk_read_only, 600)
 	/* Linux refuses to make a filesystem read-only while a file on it is open for
 	 * writing, as the database is: the fault cannot come under a running server through a
 	 * remount, only when the server is down (or as a kernel's emergency remount after disk
-	 * errors, which SQLite sees as I/O errors: 503 storage_error, see README). */
+	 * errors, which SQLite sees as I/O errors: 503 storage_error, see docs/RELIABILITY.md). */
 	int rc = dbfs_remount(&d, 1);
 	t_log("remount read-only under the running server: %s",
 	      rc == 0 ? "done" : strerror(-rc));

@@ -1,6 +1,6 @@
 /* gwb-lab on real parts: it starts its own private stack (redis-server, kubesim with the real
  * gwb-worker, gwb-server) under the case folder, runs a few experiments, and its evidence
- * records carry the fields API.md "Evidence" lists; a wrong expectation injected with --expect
+ * records carry the fields docs/API.md "Evidence" lists; a wrong expectation injected with --expect
  * makes it fail, naming the experiment and the field; against a running stack without fault
  * controls, the experiments that need them (or more quota than the team has) are skipped and
  * say so. */
@@ -74,7 +74,7 @@ static json_t *at(json_t *o, const char *path)
 	return o;
 }
 
-/* Every field API.md "Evidence" names is in the record, with a value where one must exist. */
+/* Every field docs/API.md "Evidence" names is in the record, with a value where one must exist. */
 static void check_record(json_t *r, const char *name, int order)
 {
 	CHECK_STR(json_string_value(at(r, "name")), name);

@@ -1,6 +1,6 @@
 /* The lab's experiments, in the lab guide's order, each a function of the lab context that
  * predicts, acts and observes through lab.h. This table is the order and the names of the
- * evidence records (API.md "Evidence"). */
+ * evidence records (docs/API.md "Evidence"). */
 #ifndef GWB_LAB_EXP_H
 #define GWB_LAB_EXP_H
 

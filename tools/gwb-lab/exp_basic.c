@@ -31,7 +31,7 @@ int exp_count(void)
 	return n;
 }
 
-/* The rules of idempotent submission (API.md), as predictions. */
+/* The rules of idempotent submission (docs/API.md), as predictions. */
 static void predict_idempotent(struct lab *l)
 {
 	lab_predict(l, "first.status", json_integer(201), "a key never seen: a new task");
@@ -39,7 +39,7 @@ static void predict_idempotent(struct lab *l)
 	lab_predict(l, "replay.same_task", json_true(), "a replay returns the first task");
 	lab_predict(l, "replay.idempotent_replayed", json_true(), "the replay says so in a header");
 	lab_predict(l, "conflict.status", json_integer(409), "the same key, other parameters");
-	lab_predict(l, "conflict.error", json_string("idempotency_key_reused"), "API.md");
+	lab_predict(l, "conflict.error", json_string("idempotency_key_reused"), "docs/API.md");
 	lab_predict(l, "new_key_after_timeout.status", json_integer(201),
 	            "key b is a different submission for the server");
 	lab_predict(l, "new_key_after_timeout.second_task", json_true(),
@@ -279,7 +279,7 @@ int exp_capacity(struct lab *l)
 	json_t *b_big = lab_body(l, (int)big, 25, 60, "LS", "normal");
 	json_decref(lab_predict_placement(l, "over_quota", b_over));
 	lab_predict(l, "over_quota.status", json_integer(403), "requested > quota - reserved");
-	lab_predict(l, "over_quota.error", json_string("quota_exceeded"), "API.md");
+	lab_predict(l, "over_quota.error", json_string("quota_exceeded"), "docs/API.md");
 	lab_predict(l, "over_quota.numbers", json_true(),
 	            "the refusal gives requested, reserved and quota");
 	long s = lab_submit(l, "over quota", b_over, NULL, &r);

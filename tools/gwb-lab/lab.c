@@ -692,7 +692,7 @@ static json_t *task_evidence(struct lab *l, const char *id)
 	return e;
 }
 
-/* The fields API.md "Evidence" lists; a missing one fails the experiment naming it. */
+/* The fields docs/API.md "Evidence" lists; a missing one fails the experiment naming it. */
 static void check_complete(struct lab *l)
 {
 	static const char *const top[] = {"name",       "order",      "mode",     "version",

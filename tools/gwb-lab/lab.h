@@ -19,7 +19,7 @@
 struct lab;
 
 struct exp_def {
-	const char *name; /* as API.md "Evidence" names it */
+	const char *name; /* as docs/API.md "Evidence" names it */
 	int (*run)(struct lab *l);
 	unsigned needs;
 };
@@ -43,7 +43,7 @@ struct lab {
 	/* The experiment in progress. */
 	const struct exp_def *exp;
 	int order;
-	json_t *rec;    /* its record (API.md "Evidence") */
+	json_t *rec;    /* its record (docs/API.md "Evidence") */
 	json_t *mine;   /* ids of the tasks it submitted */
 	json_t *logs;   /* {task id: worker log excerpt} captured while pods exist */
 	char fail[512]; /* the first disagreement or error: "field: why" */

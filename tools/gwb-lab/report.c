@@ -324,11 +324,11 @@ static int write_one(const char *dir, json_t *index, json_t *records, int zh)
 	fprintf(
 	    f, "%s\n",
 	    zh ? "每个实验先写下预测（来自 dry run 和规则，在行动之前），再行动、观察，并比较两者。"
-	         "证据记录在本目录的 `NN-名字.json` 中（字段见 API.md “Evidence”），索引在 "
+	         "证据记录在本目录的 `NN-名字.json` 中（字段见 docs/API.md “Evidence”），索引在 "
 	         "`index.json`。"
 	       : "Each experiment writes its prediction (from the dry run and the rules, before "
 	         "acting), acts, observes, and compares the two. The evidence records are the "
-	         "`NN-name.json` files of this folder (fields as API.md \"Evidence\" lists them); "
+	         "`NN-name.json` files of this folder (fields as docs/API.md \"Evidence\" lists them); "
 	         "the index is `index.json`.");
 	size_t i;
 	json_t *rec;
