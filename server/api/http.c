@@ -139,7 +139,9 @@ void http_send(struct req *r, int status, struct evbuffer *buf)
 		evhttp_add_header(out, "Content-Length", len);
 		evbuffer_drain(buf, evbuffer_get_length(buf));
 	}
-	evhttp_send_reply(r->ev, status, NULL, buf);
+	/* libevent 2.1 has no phrase for 431 of its own ("Client Error"). */
+	evhttp_send_reply(r->ev, status, status == 431 ? "Request Header Fields Too Large" : NULL,
+			  buf);
 }
 
 /* Sends buf (the body) with status, and counts the reply. */
