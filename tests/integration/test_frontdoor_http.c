@@ -47,8 +47,8 @@ static char *raw_once(const char *url, const char *method, const char *path, con
 {
 	char req[1024];
 	snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\n%s%s%sConnection: close\r\n\r\n",
-		 method, path, token ? "Authorization: Bearer " : "", token ? token : "",
-		 token ? "\r\n" : "");
+	         method, path, token ? "Authorization: Bearer " : "", token ? token : "",
+	         token ? "\r\n" : "");
 	return h_raw(url, req, strlen(req), 5000);
 }
 
@@ -59,22 +59,21 @@ static long head_then_healthz(const char *url, const char *path, const char *tok
 {
 	char req[1024];
 	snprintf(req, sizeof req,
-		 "HEAD %s HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n"
-		 "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-		 path, token ? "Authorization: Bearer " : "", token ? token : "",
-		 token ? "\r\n" : "");
+	         "HEAD %s HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n"
+	         "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+	         path, token ? "Authorization: Bearer " : "", token ? token : "",
+	         token ? "\r\n" : "");
 	char *ans = h_raw(url, req, strlen(req), 5000);
 	char v[64];
 	CHECKF(strncmp(ans, "HTTP/1.1 ", 9) == 0, "HEAD %s: %.200s", path, ans);
 	const char *cl = raw_header(ans, "Content-Length", v, sizeof v);
 	CHECKF(cl != NULL, "HEAD %s: no Content-Length: %.300s", path, ans);
-	long n = cl ? atol(cl) : -1;
-	CHECKF(raw_header(ans, "X-Content-Type-Options", v, sizeof v) &&
-		       strcmp(v, "nosniff") == 0,
+	long n = cl ? strtol(cl, NULL, 10) : -1;
+	CHECKF(raw_header(ans, "X-Content-Type-Options", v, sizeof v) && strcmp(v, "nosniff") == 0,
 	       "HEAD %s: no nosniff: %.300s", path, ans);
 	const char *next = raw_body(ans);
-	CHECKF(strncmp(next, "HTTP/1.1 200", 12) == 0, "HEAD %s: stray bytes before the next answer: %.200s",
-	       path, next);
+	CHECKF(strncmp(next, "HTTP/1.1 200", 12) == 0,
+	       "HEAD %s: stray bytes before the next answer: %.200s", path, next);
 	gwb_free(ans);
 	return n;
 }
@@ -89,16 +88,16 @@ TEST(frontdoor_head_is_get_without_body)
 	static const struct {
 		const char *path, *token, *get_method;
 	} same[] = {
-		{ "/", NULL, "GET" },
-		{ "/index.html", NULL, "GET" },
-		{ "/app.css", NULL, "GET" },
-		{ "/app.js", NULL, "GET" },
-		{ "/healthz", NULL, "GET" },
-		{ "/nothing-here", NULL, "GET" },        /* 404 */
-		{ "/v1/info", NULL, "GET" },             /* 401 */
-		{ "/v1/tasks/t-1/cancel", ADMIN, "GET" }, /* 405, Allow: POST */
-		{ "/v1/stream", ADMIN, "DELETE" },        /* 405: the stream takes GET alone */
-		{ "/v1/audit/repair", ADMIN, "GET" },     /* 405, Allow: POST */
+	    {"/", NULL, "GET"},
+	    {"/index.html", NULL, "GET"},
+	    {"/app.css", NULL, "GET"},
+	    {"/app.js", NULL, "GET"},
+	    {"/healthz", NULL, "GET"},
+	    {"/nothing-here", NULL, "GET"},         /* 404 */
+	    {"/v1/info", NULL, "GET"},              /* 401 */
+	    {"/v1/tasks/t-1/cancel", ADMIN, "GET"}, /* 405, Allow: POST */
+	    {"/v1/stream", ADMIN, "DELETE"},        /* 405: the stream takes GET alone */
+	    {"/v1/audit/repair", ADMIN, "GET"},     /* 405, Allow: POST */
 	};
 	for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
 		long n = head_then_healthz(url, same[i].path, same[i].token);
@@ -108,7 +107,7 @@ TEST(frontdoor_head_is_get_without_body)
 		gwb_free(get);
 	}
 	/* Answers that change between two requests: a length is announced, no body sent. */
-	static const char *const varying[] = { "/readyz", "/metrics", "/v1/info", "/v1/teams" };
+	static const char *const varying[] = {"/readyz", "/metrics", "/v1/info", "/v1/teams"};
 	for (size_t i = 0; i < sizeof varying / sizeof varying[0]; i++) {
 		const char *token = strncmp(varying[i], "/v1/", 4) == 0 ? ADMIN : NULL;
 		long n = head_then_healthz(url, varying[i], token);
@@ -130,19 +129,16 @@ static void check_json_error(const char *what, const char *ans, int status, cons
 	char want[32], v[128];
 	snprintf(want, sizeof want, "HTTP/1.1 %d ", status);
 	CHECKF(strncmp(ans, want, strlen(want)) == 0, "%s: %.300s", what, ans);
-	CHECKF(raw_header(ans, "Content-Type", v, sizeof v) &&
-		       strcmp(v, "application/json") == 0,
+	CHECKF(raw_header(ans, "Content-Type", v, sizeof v) && strcmp(v, "application/json") == 0,
 	       "%s: not JSON: %.300s", what, ans);
-	CHECKF(raw_header(ans, "X-Content-Type-Options", v, sizeof v) &&
-		       strcmp(v, "nosniff") == 0,
+	CHECKF(raw_header(ans, "X-Content-Type-Options", v, sizeof v) && strcmp(v, "nosniff") == 0,
 	       "%s: no nosniff: %.300s", what, ans);
 	json_error_t je;
 	json_t *j = json_loads(raw_body(ans), 0, &je);
-	const char *c = j ? json_string_value(json_object_get(json_object_get(j, "error"), "code"))
-			  : NULL;
-	const char *m = j ? json_string_value(
-				    json_object_get(json_object_get(j, "error"), "message"))
-			  : NULL;
+	const char *c =
+	    j ? json_string_value(json_object_get(json_object_get(j, "error"), "code")) : NULL;
+	const char *m =
+	    j ? json_string_value(json_object_get(json_object_get(j, "error"), "message")) : NULL;
 	CHECKF(c && strcmp(c, code) == 0 && m && m[0], "%s: %.300s", what, raw_body(ans));
 	json_decref(j);
 }
@@ -159,10 +155,10 @@ TEST(frontdoor_refusals_are_json)
 	size_t n = cap + 1;
 	char *req = gwb_malloc(n + 512);
 	int hl = snprintf(req, 512,
-			  "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " ADMIN
-			  "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-			  "Connection: close\r\n\r\n",
-			  n);
+	                  "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " ADMIN
+	                  "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+	                  "Connection: close\r\n\r\n",
+	                  n);
 	memset(req + hl, ' ', n);
 	char *ans = h_raw(url, req, (size_t)hl + n, 5000);
 	check_json_error("body over the cap", ans, 413, "body_too_large");
@@ -208,12 +204,10 @@ TEST(frontdoor_nosniff_on_every_answer)
 	static const struct {
 		const char *method, *path, *token;
 	} cases[] = {
-		{ "GET", "/", NULL },             { "GET", "/app.js", NULL },
-		{ "GET", "/app.css", NULL },      { "GET", "/healthz", NULL },
-		{ "GET", "/readyz", NULL },       { "GET", "/metrics", NULL },
-		{ "GET", "/v1/info", ADMIN },     { "GET", "/v1/info", NULL },
-		{ "GET", "/v1/tasks/x", ADMIN },  { "POST", "/healthz", NULL },
-		{ "GET", "/missing", NULL },      { "GET", "/v1/stream", ADMIN },
+	    {"GET", "/", NULL},         {"GET", "/app.js", NULL},  {"GET", "/app.css", NULL},
+	    {"GET", "/healthz", NULL},  {"GET", "/readyz", NULL},  {"GET", "/metrics", NULL},
+	    {"GET", "/v1/info", ADMIN}, {"GET", "/v1/info", NULL}, {"GET", "/v1/tasks/x", ADMIN},
+	    {"POST", "/healthz", NULL}, {"GET", "/missing", NULL}, {"GET", "/v1/stream", ADMIN},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		/* The stream never ends: what came within the timeout holds its headers. */
@@ -222,7 +216,7 @@ TEST(frontdoor_nosniff_on_every_answer)
 		CHECKF(strncmp(ans, "HTTP/1.1 ", 9) == 0, "%s %s: %.200s", cases[i].method,
 		       cases[i].path, ans);
 		CHECKF(raw_header(ans, "X-Content-Type-Options", v, sizeof v) &&
-			       strcmp(v, "nosniff") == 0,
+		           strcmp(v, "nosniff") == 0,
 		       "%s %s: no nosniff: %.300s", cases[i].method, cases[i].path, ans);
 		gwb_free(ans);
 	}
@@ -232,11 +226,11 @@ TEST(frontdoor_nosniff_on_every_answer)
 	char inm[160];
 	snprintf(inm, sizeof inm, "If-None-Match: %s", h_header(&r, "ETag"));
 	h_resp_free(&r);
-	const char *headers[] = { inm, NULL };
+	const char *headers[] = {inm, NULL};
 	h_req(&r, "GET", url, "/", NULL, NULL, headers);
 	CHECK_INT(r.status, 304);
 	CHECKF(h_header(&r, "X-Content-Type-Options") &&
-		       strcmp(h_header(&r, "X-Content-Type-Options"), "nosniff") == 0,
+	           strcmp(h_header(&r, "X-Content-Type-Options"), "nosniff") == 0,
 	       "304: %s", r.headers);
 	h_resp_free(&r);
 	h_server_stop(&srv);
