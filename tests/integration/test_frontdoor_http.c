@@ -113,6 +113,16 @@ TEST(frontdoor_head_is_get_without_body)
 		long n = head_then_healthz(url, varying[i], token);
 		CHECKF(n > 0, "HEAD %s: Content-Length %ld", varying[i], n);
 	}
+	/* A body sent with HEAD is never read as the next request: the answer closes instead. */
+	static const char head_body[] = "HEAD /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+	                                "\r\nhelloGET /healthz HTTP/1.1\r\nHost: x\r\n"
+	                                "Connection: close\r\n\r\n";
+	char *hb = h_raw(url, head_body, sizeof head_body - 1, 5000);
+	CHECKF(strncmp(hb, "HTTP/1.1 200 ", 13) == 0, "HEAD with a body: %.200s", hb);
+	const char *after = raw_body(hb);
+	CHECKF(after[0] == '\0' || strncmp(after, "HTTP/1.1 200 ", 13) == 0,
+	       "HEAD's body was read as a request: %.300s", after);
+	gwb_free(hb);
 	/* HEAD on the stream is refused as JSON's 405, never opened. */
 	char *ans = raw_once(url, "HEAD", "/v1/stream", ADMIN);
 	char v[64];
