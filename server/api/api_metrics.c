@@ -125,6 +125,6 @@ void api_metrics(struct req *r)
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
 			  "text/plain; version=0.0.4");
 	http_count_reply(r, 200);
-	evhttp_send_reply(r->ev, 200, NULL, b);
+	http_send(r, 200, b);
 	evbuffer_free(b); /* evhttp_send_reply leaves the buffer ours */
 }

@@ -79,21 +79,20 @@ void api_web(struct req *r)
 	}
 	http_add_header(r, "ETag", a->etag);
 	http_add_header(r, "Cache-Control", WEB_CACHE_CONTROL);
-	http_add_header(r, "X-Content-Type-Options", "nosniff");
 	http_add_header(r, "Referrer-Policy", "no-referrer");
 	if (strncmp(a->type, "text/html", 9) == 0)
 		http_add_header(r, "Content-Security-Policy", WEB_CSP);
 	const char *inm = http_header(r, "If-None-Match");
 	http_count_reply(r, inm && etag_matches(inm, a->etag) ? 304 : 200); /* /metrics */
 	if (inm && etag_matches(inm, a->etag)) {
-		evhttp_send_reply(r->ev, 304, "Not Modified", NULL);
+		http_send(r, 304, NULL);
 		return;
 	}
 	http_add_header(r, "Content-Type", a->type);
 	struct evbuffer *buf = evbuffer_new();
 	/* The asset's bytes are static: referenced, not copied. */
 	evbuffer_add_reference(buf, a->data, a->len, NULL, NULL);
-	evhttp_send_reply(r->ev, 200, "OK", buf);
+	http_send(r, 200, buf); /* HEAD: the headers and Content-Length alone */
 	/* evhttp_send_reply leaves the buffer ours. */
 	evbuffer_free(buf);
 	log_debug("http", "reply", "path=%s status=200 asset=%s", log_q(r->path), a->path);

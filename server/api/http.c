@@ -126,6 +126,24 @@ void http_count_reply(struct req *r, int status)
 	count_reply(&r->api->http, status);
 }
 
+void http_send(struct req *r, int status, struct evbuffer *buf)
+{
+	/* libevent 2.1 writes a HEAD answer's body and leaves its Content-Length out: the GET's
+	 * length is announced here and the body dropped, so the next answer starts clean. */
+	if (r->method == EVHTTP_REQ_HEAD && buf && status >= 200 && status != 204 &&
+	    status != 304) {
+		char len[32];
+		snprintf(len, sizeof len, "%zu", evbuffer_get_length(buf));
+		struct evkeyvalq *out = evhttp_request_get_output_headers(r->ev);
+		evhttp_remove_header(out, "Content-Length");
+		evhttp_add_header(out, "Content-Length", len);
+		evbuffer_drain(buf, evbuffer_get_length(buf));
+	}
+	/* libevent 2.1 has no phrase for 431 of its own ("Client Error"). */
+	evhttp_send_reply(r->ev, status, status == 431 ? "Request Header Fields Too Large" : NULL,
+			  buf);
+}
+
 /* Sends buf (the body) with status, and counts the reply. */
 static void reply_buf(struct req *r, int status, struct evbuffer *buf)
 {
@@ -134,7 +152,7 @@ static void reply_buf(struct req *r, int status, struct evbuffer *buf)
 	count_reply(h, status);
 	if (r->is_submit)
 		prom_hist_observe(&h->submit_seconds, (double)(clock_mono_us() - r->t0_us) / 1e6);
-	evhttp_send_reply(r->ev, status, NULL, buf);
+	http_send(r, status, buf);
 	/* evhttp_send_reply copies what it needs; the buffer stays ours. */
 	evbuffer_free(buf);
 	log_debug("http", "reply", "method=%d path=%s status=%d", (int)r->method, log_q(r->path),
@@ -305,6 +323,50 @@ void http_reply_store_error(struct req *r, int rc, const char *message)
 	http_reply_error(r, 500, "internal", message, NULL);
 }
 
+/* The methods HTTP/1.1 names: libevent passes any other as EVHTTP_REQ_UNKNOWN_. */
+#define KNOWN_METHODS                                                                           \
+	(EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | \
+	 EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH)
+/* What evhttp_set_allowed_methods lets through: every method, the unknown ones too (libevent
+ * 2.1's (1 << 15)), so that the router, not libevent's HTML 501, answers each. */
+#define ALLOWED_METHODS (KNOWN_METHODS | (1 << 15))
+
+/* The request line and header lines' size, as the client sent them (CRLFs aside). */
+static size_t header_bytes(struct evhttp_request *ev)
+{
+	const char *uri = evhttp_request_get_uri(ev);
+	size_t n = (uri ? strlen(uri) : 0) + sizeof "OPTIONS  HTTP/1.1" - 1;
+	struct evkeyval *kv;
+	TAILQ_FOREACH(kv, evhttp_request_get_input_headers(ev), next)
+		n += strlen(kv->key) + 2 + strlen(kv->value);
+	return n;
+}
+
+/* Refuses what the router never sees: a method HTTP does not name (501) and headers over
+ * http.max_header_bytes (431), as JSON. A body declared on a method libevent reads none for
+ * (all but POST, PUT and PATCH) would be read as the next request: the answer closes.
+ * 0, or -1 after replying. */
+static int check_request(struct req *r)
+{
+	const char *cl = http_header(r, "Content-Length");
+	if (!(r->method & (EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH)) &&
+	    ((cl && strcmp(cl, "0") != 0) || http_header(r, "Transfer-Encoding")))
+		http_add_header(r, "Connection", "close");
+	if (!(r->method & KNOWN_METHODS)) {
+		http_add_header(r, "Connection", "close");
+		http_reply_error(r, 501, "not_implemented", "this method is not implemented", NULL);
+		return -1;
+	}
+	int64_t cap = r->api->cfg->http_max_header_bytes;
+	if ((int64_t)header_bytes(r->ev) > cap) {
+		http_add_header(r, "Connection", "close");
+		http_reply_error(r, 431, "headers_too_large", "the request's headers are too large",
+				 json_pack("{s:I}", "max_bytes", (json_int_t)cap));
+		return -1;
+	}
+	return 0;
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
 	struct req r;
@@ -314,6 +376,11 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	r.api = arg;
 	r.method = evhttp_request_get_command(ev);
 	TAILQ_INIT(&r.query);
+	snprintf(r.path, sizeof r.path, "?");
+	/* Every answer, whatever sends it: no browser guesses another type from its bytes. */
+	http_add_header(&r, "X-Content-Type-Options", "nosniff");
+	if (check_request(&r) < 0)
+		return;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
 	size_t path_len = 0;
@@ -357,14 +424,12 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 	prom_hist_init(&h->submit_seconds, submit_bounds,
 		       (int)(sizeof submit_bounds / sizeof submit_bounds[0]));
 	h->evh = evhttp_new(api->base);
-	/* evhttp's own 413 (an HTML body) only fires far past the cap; up to it, read_body
-	 * answers with the JSON error every client expects. */
+	/* evhttp's own 413s (an HTML body) only fire far past the caps; up to them, read_body
+	 * and check_request answer with the JSON error every client expects. */
 	evhttp_set_max_body_size(h->evh, (ev_ssize_t)cfg->http_max_body_bytes * 4 + 4096);
-	evhttp_set_max_headers_size(h->evh, (ev_ssize_t)cfg->http_max_header_bytes);
+	evhttp_set_max_headers_size(h->evh, (ev_ssize_t)cfg->http_max_header_bytes * 4 + 4096);
 	evhttp_set_timeout(h->evh, (int)cfg->http_timeout_seconds);
-	evhttp_set_allowed_methods(h->evh, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-						    EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
-						    EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	evhttp_set_allowed_methods(h->evh, ALLOWED_METHODS);
 	evhttp_set_gencb(h->evh, on_request, api);
 	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(h->evh, host,
 									(ev_uint16_t)port);

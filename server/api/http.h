@@ -64,6 +64,10 @@ void http_reply_error(struct req *r, int status, const char *code, const char *m
 		      json_t *details);
 /* 400 invalid_field naming the field and the rule it broke. */
 void http_reply_invalid_field(struct req *r, const char *field, const char *rule);
+/* Sends status with buf (the body; may be NULL, stays the caller's) through evhttp. A HEAD
+ * request gets the headers and Content-Length the GET would, and no body. Used by every
+ * reply function and the handlers that build their own body (an asset, /metrics). */
+void http_send(struct req *r, int status, struct evbuffer *buf);
 /* Counts a reply of status that its handler sends itself (a stream, an asset, /metrics) in
  * the replies by class that /metrics shows; the reply functions above count their own. */
 void http_count_reply(struct req *r, int status);

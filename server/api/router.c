@@ -63,27 +63,29 @@ static int seg_is(struct req *r, int i, const char *s)
 	return i < r->nsegs && strcmp(r->segs[i], s) == 0;
 }
 
-/* Routes an authenticated /v1 request. */
+/* Routes an authenticated /v1 request. HEAD is a GET without the body (http_send) wherever
+ * GET reads without side effects; the stream, which never ends, takes GET alone. */
 static void route_v1(struct req *r)
 {
-	int get = r->method == EVHTTP_REQ_GET, post = r->method == EVHTTP_REQ_POST;
+	int get = r->method == EVHTTP_REQ_GET || r->method == EVHTTP_REQ_HEAD;
+	int post = r->method == EVHTTP_REQ_POST;
 	if (seg_is(r, 1, "tasks")) {
 		if (r->nsegs == 2) {
 			if (get)
 				return api_tasks_list(r);
 			if (post)
 				return api_tasks_submit(r);
-			return method_not_allowed(r, "GET, POST");
+			return method_not_allowed(r, "GET, HEAD, POST");
 		}
 		if (r->nsegs == 3) {
 			if (get)
 				return api_task_get(r, r->segs[2]);
-			return method_not_allowed(r, "GET");
+			return method_not_allowed(r, "GET, HEAD");
 		}
 		if (r->nsegs == 4 && seg_is(r, 3, "events")) {
 			if (get)
 				return api_task_events(r, r->segs[2]);
-			return method_not_allowed(r, "GET");
+			return method_not_allowed(r, "GET, HEAD");
 		}
 		if (r->nsegs == 4 && seg_is(r, 3, "cancel")) {
 			if (post)
@@ -94,32 +96,32 @@ static void route_v1(struct req *r)
 		if (r->nsegs == 2) {
 			if (get)
 				return api_teams_list(r);
-			return method_not_allowed(r, "GET");
+			return method_not_allowed(r, "GET, HEAD");
 		}
 		if (r->nsegs == 3) {
 			if (get)
 				return api_team_get(r, r->segs[2]);
 			if (r->method == EVHTTP_REQ_PUT)
 				return api_team_put(r, r->segs[2]);
-			return method_not_allowed(r, "GET, PUT");
+			return method_not_allowed(r, "GET, HEAD, PUT");
 		}
 	} else if (seg_is(r, 1, "devices") && r->nsegs == 2) {
 		if (get)
 			return api_devices(r);
-		return method_not_allowed(r, "GET");
+		return method_not_allowed(r, "GET, HEAD");
 	} else if (seg_is(r, 1, "stream") && r->nsegs == 2) {
-		if (get)
+		if (r->method == EVHTTP_REQ_GET)
 			return api_stream(r);
 		return method_not_allowed(r, "GET");
 	} else if (seg_is(r, 1, "audit") && r->nsegs <= 3) {
 		if (r->nsegs == 2)
-			return get ? api_audit_get(r) : method_not_allowed(r, "GET");
+			return get ? api_audit_get(r) : method_not_allowed(r, "GET, HEAD");
 		if (seg_is(r, 2, "repair"))
 			return post ? api_audit_repair(r) : method_not_allowed(r, "POST");
 	} else if (seg_is(r, 1, "info") && r->nsegs == 2) {
 		if (get)
 			return api_info(r);
-		return method_not_allowed(r, "GET");
+		return method_not_allowed(r, "GET, HEAD");
 	}
 	http_reply_error(r, 404, "not_found", "no such resource",
 			 json_pack("{s:s}", "path", r->path));
@@ -130,7 +132,7 @@ void router_route(struct req *r)
 	if (r->nsegs == 1 && (seg_is(r, 0, "healthz") || seg_is(r, 0, "readyz") ||
 			      seg_is(r, 0, "metrics"))) {
 		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
-			return method_not_allowed(r, "GET");
+			return method_not_allowed(r, "GET, HEAD");
 		if (seg_is(r, 0, "metrics"))
 			return api_metrics(r);
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
