@@ -215,7 +215,7 @@ TEST_T(security_sql_injection_is_stored_verbatim_or_refused, 90)
 	CHECK_INT(found, NATTACKS);
 	h_resp_free(&r);
 	/* Nothing 5xx, and the database is whole with exactly the rows the API made. */
-	req_no5xx(&r, "GET", url, "/metrics", NULL, NULL, NULL);
+	req_no5xx(&r, "GET", url, "/metrics", H_METRICS_TOKEN, NULL, NULL);
 	CHECKF(strstr(r.body, "gwb_http_replies_total{class=\"5xx\"} 0\n") != NULL, "5xx seen");
 	h_resp_free(&r);
 	h_server_stop(&s);
