@@ -46,6 +46,9 @@ struct gwb_config {
 	int64_t http_rate_limit_per_s;      /* requests per second per token; 0 = no limit */
 	int64_t http_rate_limit_burst;      /* bucket size of the per-token limit */
 	int64_t http_rate_limit_admin;      /* 1: the admin token is limited too */
+	int64_t http_stream_max_per_token;  /* open streams one team token may hold; 0 = no cap */
+	int64_t http_stream_admin_reserved; /* stream places only the admin may take */
+	char http_metrics_token[CONFIG_STR_MAX]; /* bearer token for /metrics, /readyz; "" = none */
 	char queue_prefix[64];              /* Redis key prefix: <prefix>:intents */
 	char queue_consumer[128];           /* consumer name in group "reconcilers"; "" = host-pid */
 	int64_t queue_claim_idle_ms;        /* claim others' entries idle longer than this */

@@ -120,5 +120,7 @@ void api_web(struct req *r);
 int api_valid_team(const char *s);
 /* 1 when s could be a task id: 3-32 lowercase letters, digits and '-' (URL- and DNS-safe). */
 int api_valid_task_id(const char *s);
+/* 1 when r's token may see the tasks of team: the admin sees all, a team only its own. */
+int api_task_team_visible(const struct req *r, const char *team);
 
 #endif

@@ -73,12 +73,11 @@ void api_task_cancel(struct req *r, const char *id)
 	if (!api_valid_task_id(id))
 		return not_found(r, id);
 	int rc = store_task_team(r->api->store, id, team, sizeof team);
-	if (rc == GWB_ENOTFOUND)
+	/* Another team's task answers as an unknown one. */
+	if (rc == GWB_ENOTFOUND || (rc == 0 && !api_task_team_visible(r, team)))
 		return not_found(r, id);
 	if (rc)
 		return http_reply_error(r, 500, "internal", "the task cannot be read", NULL);
-	if (!http_may_act_on(r, team))
-		return;
 	/* The decision waits for this loop turn's group commit. */
 	struct cancel_ctx *c = gwb_calloc(1, sizeof *c);
 	snprintf(c->id, sizeof c->id, "%s", id); /* api_valid_task_id: at most 32 bytes */

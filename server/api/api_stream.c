@@ -42,6 +42,7 @@ struct stream {
 	struct evhttp_request *req;
 	struct hub *hub;
 	char team[64];          /* the only team shown; "" = every team (the admin, no filter) */
+	char owner[64];         /* the team whose token opened it; "" = the admin's */
 	int64_t cursor;         /* the last task event id considered */
 	int64_t last_write_ms;  /* monotonic */
 	json_t *sent;           /* "team/NAME", "device/NODE/MINOR" -> last data sent (string) */
@@ -356,18 +357,48 @@ static int stream_team(struct req *r, char *team, size_t len)
 	return 0;
 }
 
+/* Whether r may open one more stream: 1, or 0 after replying too_many_streams (503 when the
+ * server, or the part of it teams may use, is full; 429 when this token holds its share).
+ * stream.max_clients bounds them all; http.stream_admin_reserved of those (at most all but
+ * one) are the admin's alone, and a team's token holds at most http.stream_max_per_token. */
+static int stream_slot_free(struct req *r)
+{
+	const struct gwb_config *cfg = r->api->cfg;
+	int64_t max = cfg->stream_max_clients, per = cfg->http_stream_max_per_token;
+	int64_t reserved = cfg->http_stream_admin_reserved;
+	if (reserved > max - 1)
+		reserved = max > 0 ? max - 1 : 0;
+	int64_t all = 0, teams = 0, mine = 0;
+	for (struct stream *s = the_hub ? the_hub->streams : NULL; s; s = s->next) {
+		all++;
+		teams += s->owner[0] != 0;
+		mine += !r->is_admin && strcmp(s->owner, r->team) == 0;
+	}
+	if (!r->is_admin && per > 0 && mine >= per) {
+		http_add_header(r, "Retry-After", "5");
+		http_reply_error(r, 429, "too_many_streams",
+				 "this token holds as many live streams as one token may",
+				 json_pack("{s:I, s:I}", "max_streams", (json_int_t)max,
+					   "max_per_token", (json_int_t)per));
+		return 0;
+	}
+	if (max == 0 || all >= max || (!r->is_admin && teams >= max - reserved)) {
+		http_add_header(r, "Retry-After", "5");
+		http_reply_error(r, 503, "too_many_streams",
+				 "the server holds as many live streams as it allows",
+				 json_pack("{s:I}", "max_streams", (json_int_t)max));
+		return 0;
+	}
+	return 1;
+}
+
 void api_stream(struct req *r)
 {
 	char team[64];
 	if (stream_team(r, team, sizeof team) < 0)
 		return;
-	int64_t max = r->api->cfg->stream_max_clients;
-	if (max == 0 || (the_hub && the_hub->n >= max)) {
-		http_add_header(r, "Retry-After", "5");
-		return http_reply_error(r, 503, "too_many_streams",
-					"the server holds as many live streams as it allows",
-					json_pack("{s:I}", "max_streams", (json_int_t)max));
-	}
+	if (!stream_slot_free(r))
+		return;
 	int64_t head = 0;
 	if (store_stream_head(r->api->store, &head))
 		return http_reply_error(r, 500, "internal", "the event history cannot be read", NULL);
@@ -386,6 +417,7 @@ void api_stream(struct req *r)
 	s->req = r->ev;
 	s->hub = h;
 	snprintf(s->team, sizeof s->team, "%s", team);
+	snprintf(s->owner, sizeof s->owner, "%s", r->is_admin ? "" : r->team);
 	s->cursor = has_lei && !resync ? lei : head;
 	s->sent = json_object();
 	s->next = h->streams;

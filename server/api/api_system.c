@@ -54,6 +54,12 @@ void api_readyz(struct req *r)
 		json_object_set_new(deps, "redis", json_pack("{s:s}", "state", "not_configured"));
 	if (!json_object_get(deps, "kube"))
 		json_object_set_new(deps, "kube", json_pack("{s:s}", "state", "not_configured"));
+	/* Probes get the bare status; what each dependency is and where (the database path, the
+	 * cluster's URL, Redis's socket) only the admin's or the metrics token. */
+	if (!auth_is_operator(r)) {
+		json_decref(deps);
+		return http_reply_json(r, ready ? 200 : 503, json_pack("{s:b}", "ready", ready));
+	}
 	http_reply_json(r, ready ? 200 : 503,
 			json_pack("{s:b, s:o}", "ready", ready, "dependencies", deps));
 }
@@ -63,12 +69,17 @@ void api_info(struct req *r)
 	const struct gwb_config *cfg = r->api->cfg;
 	char started[40];
 	clock_fmt_rfc3339_ms(r->api->started_ms, started, sizeof started);
-	http_reply_json(
-		r, 200,
-		json_pack("{s:s, s:s, s:o, s:s, s:s, s:{s:s, s:i}, s:b, s:o}", "version",
-			  GWB_VERSION, "mode", cfg->mode, "cluster_url",
-			  cfg->kube_server[0] ? json_string(cfg->kube_server) : json_null(),
-			  "namespace", cfg->kube_namespace, "started_at", started, "store", "path",
-			  cfg->db, "schema_version", store_schema_version(r->api->store), "admin",
-			  r->is_admin, "team", r->team[0] ? json_string(r->team) : json_null()));
+	json_t *store = json_pack("{s:i}", "schema_version", store_schema_version(r->api->store));
+	json_t *out = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:o}", "version", GWB_VERSION,
+				"mode", cfg->mode, "namespace", cfg->kube_namespace, "started_at",
+				started, "store", store, "admin", r->is_admin, "team",
+				r->team[0] ? json_string(r->team) : json_null());
+	/* Where the files and the cluster are is the operator's business: only the admin sees. */
+	if (r->is_admin) {
+		json_object_set_new(out, "cluster_url",
+				    cfg->kube_server[0] ? json_string(cfg->kube_server)
+							: json_null());
+		json_object_set_new(store, "path", json_string(cfg->db));
+	}
+	http_reply_json(r, 200, out);
 }

@@ -562,6 +562,11 @@ void api_tasks_list(struct req *r)
 	jw_free(&w);
 }
 
+int api_task_team_visible(const struct req *r, const char *team)
+{
+	return r->is_admin || strcmp(r->team, team) == 0;
+}
+
 /* Checks the id and that the caller may see the task. Returns 1, or 0 after replying. */
 static int task_visible(struct req *r, const char *id)
 {
@@ -571,7 +576,9 @@ static int task_visible(struct req *r, const char *id)
 		return 0;
 	}
 	int rc = store_task_team(r->api->store, id, team, sizeof team);
-	if (rc == GWB_ENOTFOUND) {
+	if (rc == GWB_ENOTFOUND || (rc == 0 && !api_task_team_visible(r, team))) {
+		/* Another team's task answers as an unknown one: neither its existence nor its
+		 * owner shows. */
 		http_reply_error(r, 404, "not_found", "no such task", json_pack("{s:s}", "id", id));
 		return 0;
 	}
@@ -579,7 +586,7 @@ static int task_visible(struct req *r, const char *id)
 		http_reply_error(r, 500, "internal", "the task cannot be read", NULL);
 		return 0;
 	}
-	return http_may_act_on(r, team);
+	return 1;
 }
 
 void api_task_get(struct req *r, const char *id)

@@ -1,6 +1,6 @@
 /* Authentication of /v1 requests: the bearer token's SHA-256 (through a memo of recent
  * tokens) against the admin's and the teams' token hashes, then the per-token request
- * limit. */
+ * limit; and of the operator's /metrics and detailed /readyz (the admin or metrics token). */
 #include "server/api/auth.h"
 
 #include <openssl/crypto.h>
@@ -20,6 +20,11 @@ void auth_start(struct auth_state *a, const struct gwb_config *cfg)
 	if (cfg->admin_token[0]) {
 		http_sha256(cfg->admin_token, strlen(cfg->admin_token), a->admin_hash);
 		a->has_admin = 1;
+	}
+	if (cfg->http_metrics_token[0]) {
+		http_sha256(cfg->http_metrics_token, strlen(cfg->http_metrics_token),
+			    a->metrics_hash);
+		a->has_metrics = 1;
 	}
 	if (cfg->http_rate_limit_per_s > 0)
 		a->rl = ratelimit_new(cfg->http_rate_limit_per_s, cfg->http_rate_limit_burst);
@@ -121,4 +126,27 @@ static int rate_ok(struct req *r)
 int auth_admit(struct req *r)
 {
 	return authenticate(r) && rate_ok(r);
+}
+
+int auth_is_operator(struct req *r)
+{
+	const char *h = http_header(r, "Authorization");
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7])
+		return 0;
+	struct auth_state *a = &r->api->auth;
+	unsigned char hash[SHA256_DIGEST_LENGTH];
+	token_hash(a, h + 7, hash);
+	return auth_is_admin_hash(a, hash) ||
+	       (a->has_metrics &&
+		CRYPTO_memcmp(hash, a->metrics_hash, sizeof a->metrics_hash) == 0);
+}
+
+int auth_admit_operator(struct req *r)
+{
+	if (auth_is_operator(r))
+		return 1;
+	http_add_header(r, "WWW-Authenticate", "Bearer");
+	http_reply_error(r, 401, "unauthorized",
+			 "the admin's or the metrics token (http.metrics_token) is required", NULL);
+	return 0;
 }

@@ -19,6 +19,8 @@ struct ratelimit;
 struct auth_state {
 	unsigned char admin_hash[32]; /* SHA-256 of the admin token */
 	int has_admin;
+	unsigned char metrics_hash[32]; /* SHA-256 of http.metrics_token */
+	int has_metrics;
 	struct ratelimit *rl; /* per-token request limit; NULL when off */
 	/* Bearer tokens seen lately with their SHA-256 (token_hash): a function of the token
 	 * alone, so an entry is never stale. Tokens are zero-padded to the slot. */
@@ -38,6 +40,11 @@ void auth_stop(struct auth_state *a);
  * r->team) and takes one request from its limit. 1 when r may go on, or 0 after replying 401
  * or 429. */
 int auth_admit(struct req *r);
+/* 1 when r carries the admin's or the metrics token (http.metrics_token): who may read
+ * /metrics and the detailed /readyz. Replies nothing. */
+int auth_is_operator(struct req *r);
+/* 1 when r may read /metrics, or 0 after replying 401 (no or another bearer token). */
+int auth_admit_operator(struct req *r);
 /* 1 when hash (32 bytes) is the admin token's SHA-256. */
 int auth_is_admin_hash(const struct auth_state *a, const unsigned char *hash);
 

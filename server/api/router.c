@@ -134,7 +134,7 @@ void router_route(struct req *r)
 		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
 			return method_not_allowed(r, "GET, HEAD");
 		if (seg_is(r, 0, "metrics"))
-			return api_metrics(r);
+			return auth_admit_operator(r) ? api_metrics(r) : (void)0;
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
 	}
 	if (!seg_is(r, 0, "v1"))

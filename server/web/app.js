@@ -65,7 +65,7 @@
       "pend.unblockline": "{node} card {minor}: when {tasks} end(s), {free} MiB are free there",
       "pend.quota": "Team quota:", "pend.numbers": "Cards: {fit} fit now, {large} large enough, largest {largest} MiB, {free} MiB free in total",
       "devices.title": "Devices", "devices.memory": "memory", "devices.core": "core",
-      "devices.free": "free", "devices.healthy": "healthy", "devices.unhealthy": "unhealthy",
+      "devices.free": "free", "devices.others": "other teams", "devices.healthy": "healthy", "devices.unhealthy": "unhealthy",
       "devices.card": "{node} · GPU {minor}",
       "devices.line": "{used} of {total} {unit} allocated, {free} free",
       "devices.stale": "The cluster picture is stale: these numbers may be old.",
@@ -141,7 +141,7 @@
       "pend.unblockline": "{node} 的卡 {minor}：{tasks} 结束后，该卡空出 {free} MiB",
       "pend.quota": "团队配额：", "pend.numbers": "卡：现在能放下 {fit} 张，足够大的 {large} 张，最大 {largest} MiB，总空闲 {free} MiB",
       "devices.title": "设备", "devices.memory": "显存", "devices.core": "算力",
-      "devices.free": "空闲", "devices.healthy": "健康", "devices.unhealthy": "不健康",
+      "devices.free": "空闲", "devices.others": "其他团队", "devices.healthy": "健康", "devices.unhealthy": "不健康",
       "devices.card": "{node} · GPU {minor}",
       "devices.line": "已分配 {used} / {total} {unit}，空闲 {free}",
       "devices.stale": "集群视图已过期：这些数字可能是旧的。",
@@ -582,6 +582,14 @@
           seg.style.backgroundColor = colorOf(tk.task);
           stack.append(seg);
           parts.push(tk.task + " " + v + " " + unit);
+        }
+        // A team's token sees other teams' tasks as one total per card, without ids.
+        const others = (c.others || {})[key] || 0;
+        if (others) {
+          const oseg = el("span", { class: "seg others", title: t("devices.others") + ": " + others + " " + unit });
+          oseg.style.width = (total ? (others / total) * 100 : 0).toFixed(1) + "%";
+          stack.append(oseg);
+          parts.push(t("devices.others") + " " + others + " " + unit);
         }
         const free = (c.free || {})[key] || 0;
         const fseg = el("span", { class: "seg free", title: t("devices.free") + ": " + free + " " + unit });

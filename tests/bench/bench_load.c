@@ -306,7 +306,7 @@ int main(void)
 		kills = 0;
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd,
-	         "'%s' --url %s --token " TOK " --teams bench --closed --connections 8 --count %ld "
+	         "'%s' --url %s --token " TOK " --metrics-token " H_METRICS_TOKEN " --teams bench --closed --connections 8 --count %ld "
 	         "--mix submit=1 --mem %d --core %d --task-seconds %d --drain --drain-timeout %.0f "
 	         "--poll-ms 1000 --redis %s --json",
 	         h_bin("gwb-load"), srv.proc.url, tasks, MEM_MIB, CORE_PCT, TASK_SECONDS, cap,

@@ -275,7 +275,7 @@ static long long tasks_in(const char *db)
 static double metric(const char *url, const char *name)
 {
 	struct h_resp r;
-	h_req(&r, "GET", url, "/metrics", NULL, NULL, NULL);
+	h_req(&r, "GET", url, "/metrics", H_METRICS_TOKEN, NULL, NULL);
 	double sum = 0;
 	size_t nl = strlen(name);
 	for (char *line = r.body; line && *line;) {

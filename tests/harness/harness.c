@@ -482,8 +482,9 @@ void h_server_start(struct h_server *s)
 	static char envbuf[8][PATH_MAX + 32];
 	snprintf(envbuf[0], sizeof envbuf[0], "GWB_DB=%s", s->db);
 	snprintf(envbuf[1], sizeof envbuf[1], "GWB_ADMIN_TOKEN=%s", s->admin);
-	const char *env[48] = { envbuf[0], envbuf[1], "GWB_LISTEN=127.0.0.1:0" };
-	int n = 3;
+	const char *env[48] = { envbuf[0], envbuf[1], "GWB_LISTEN=127.0.0.1:0",
+				"GWB_HTTP_METRICS_TOKEN=" H_METRICS_TOKEN };
+	int n = 4;
 	for (int i = 0; s->env[i] && n < 47; i++)
 		env[n++] = s->env[i];
 	env[n] = NULL;
@@ -630,7 +631,7 @@ long long h_sql_int(const char *db, const char *sql)
 double h_metric(const char *base, const char *name, const char *match)
 {
 	struct h_resp r;
-	h_req(&r, "GET", base, "/metrics", NULL, NULL, NULL);
+	h_req(&r, "GET", base, "/metrics", H_METRICS_TOKEN, NULL, NULL);
 	CHECK_INT(r.status, 200);
 	double sum = 0;
 	size_t nl = strlen(name);

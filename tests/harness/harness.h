@@ -71,6 +71,10 @@ struct h_server {
 	char admin[64];
 	const char *env[32]; /* extra "K=V" settings, NULL-terminated; set before start */
 };
+/* The metrics token (http.metrics_token) every server h_server_start starts is given: it reads
+ * /metrics and the detailed /readyz. */
+#define H_METRICS_TOKEN "metrics-secret"
+
 /* Fills defaults: db in the case folder, admin token "admin-secret", listen 127.0.0.1:0. */
 void h_server_init(struct h_server *s);
 /* Starts gwb-server with s's settings and waits for its listening line (fails the case if it

@@ -165,7 +165,7 @@ static void wait_gauge(const char *url, long long want, int timeout_ms)
 	int64_t deadline = clock_mono_ms() + timeout_ms;
 	for (;;) {
 		struct h_resp r;
-		h_req(&r, "GET", url, "/metrics", NULL, NULL, NULL);
+		h_req(&r, "GET", url, "/metrics", H_METRICS_TOKEN, NULL, NULL);
 		int found = r.body && strstr(r.body, line) != NULL;
 		h_resp_free(&r);
 		if (found)

@@ -422,7 +422,7 @@ TEST(commit_wal_stays_bounded_and_readyz_shows_it)
 			most = size;
 	}
 	struct h_resp r;
-	h_req(&r, "GET", s.proc.url, "/readyz", NULL, NULL, NULL);
+	h_req(&r, "GET", s.proc.url, "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	CHECK_INT(r.status, 200);
 	json_t *w = json_object_get(json_object_get(json_object_get(r.json, "dependencies"),
 						    "store"),

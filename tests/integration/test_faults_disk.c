@@ -238,7 +238,7 @@ TEST_T(faults_disk_full_under_load, 600)
 			json_array_append_new(probes, json_string(id));
 		if (st == 503 && strncmp(h_err_code(&r), "storage", 7) == 0) {
 			/* /readyz names the problem (unless a write got through meanwhile). */
-			h_req(&ready, "GET", f.st.srv.proc.url, "/readyz", NULL, NULL, NULL);
+			h_req(&ready, "GET", f.st.srv.proc.url, "/readyz", H_METRICS_TOKEN, NULL, NULL);
 			json_t *deps = json_object_get(ready.json, "dependencies");
 			state = json_string_value(
 				json_object_get(json_object_get(deps, "store"), "state"));
@@ -321,7 +321,7 @@ TEST_T(faults_disk_full_under_load, 600)
 	}
 	check_rows(&f, "after");
 	check_counts(&f);
-	h_req(&r, "GET", f.st.srv.proc.url, "/readyz", NULL, NULL, NULL);
+	h_req(&r, "GET", f.st.srv.proc.url, "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	state = json_string_value(json_object_get(
 		json_object_get(json_object_get(r.json, "dependencies"), "store"), "state"));
 	CHECK_STR(state, "ok");

@@ -85,7 +85,7 @@ static json_t *at(json_t *o, const char *path)
 static long informer_lists(struct h_faults *f)
 {
 	struct h_resp r;
-	h_req(&r, "GET", f->st.srv.proc.url, "/readyz", NULL, NULL, NULL);
+	h_req(&r, "GET", f->st.srv.proc.url, "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	json_t *infs = at(r.json, "dependencies.kube.informers");
 	long n = json_is_object(infs)
 			 ? (long)(json_integer_value(at(infs, "jobs.lists")) +
@@ -428,7 +428,7 @@ static void replaced_case(const char *name, int sig, int kill_server)
 		follow_long_tasks(&f, ids, orphans, kill_server && rep == 0);
 	}
 	struct h_resp r;
-	h_req(&r, "GET", f.st.srv.proc.url, "/readyz", NULL, NULL, NULL);
+	h_req(&r, "GET", f.st.srv.proc.url, "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	json_t *cluster = at(r.json, "dependencies.kube.cluster");
 	/* Counted since the server started: a restarted one saw none (its tasks remember). */
 	CHECKF(kill_server || json_integer_value(json_object_get(cluster, "replacements")) == reps,

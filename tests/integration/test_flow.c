@@ -158,7 +158,7 @@ static long long redis_int(redisContext *c, const char *cmd)
 static long long readyz_in_flight(struct h_stack *st)
 {
 	struct h_resp rz;
-	h_req(&rz, "GET", st->srv.proc.url, "/readyz", NULL, NULL, NULL);
+	h_req(&rz, "GET", st->srv.proc.url, "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	json_t *redis = json_object_get(json_object_get(rz.json, "dependencies"), "redis");
 	long long v = json_integer_value(json_object_get(redis, "in_flight"));
 	h_resp_free(&rz);

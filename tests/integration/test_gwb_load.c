@@ -158,7 +158,7 @@ TEST_T(gwb_load_closed_drain_json_matches_the_server, 240)
 	stack_start(&st, 1, 40960);
 	char args[1024];
 	snprintf(args, sizeof args,
-	         "--url %s --token " TOK " --closed --connections 4 --count 60 "
+	         "--url %s --token " TOK " --metrics-token " H_METRICS_TOKEN " --closed --connections 4 --count 60 "
 	         "--mix submit=50,replay=25,cancel=25 --mem 16 --core 1 --task-seconds 1 "
 	         "--drain --drain-timeout 150 --poll-ms 200 --redis %s --json",
 	         st.srv.proc.url, st.redis.url);
@@ -241,7 +241,7 @@ TEST_T(gwb_load_quota_over_fails_the_run, 60)
 	stack_start(&st, 0, 4096); /* no cluster: the tasks keep their reservations */
 	char args[1024];
 	snprintf(args, sizeof args,
-	         "--url %s --token " TOK " --count 5 --mix submit=1 --mem 100 --core 2 --json",
+	         "--url %s --token " TOK " --metrics-token " H_METRICS_TOKEN " --count 5 --mix submit=1 --mem 100 --core 2 --json",
 	         st.srv.proc.url);
 	json_t *s = NULL;
 	int code = load(args, &s);
@@ -348,7 +348,7 @@ TEST_T(gwb_load_open_loop_sends_its_schedule, 60)
 	stack_start(&st, 0, 40960);
 	char args[1024];
 	snprintf(args, sizeof args,
-	         "--url %s --token " TOK " --rate 50 --duration 1 --connections 2 "
+	         "--url %s --token " TOK " --metrics-token " H_METRICS_TOKEN " --rate 50 --duration 1 --connections 2 "
 	         "--mix submit=8,replay=1,cancel=1 --json",
 	         st.srv.proc.url);
 	json_t *s = NULL;

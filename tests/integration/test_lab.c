@@ -253,12 +253,13 @@ TEST_T(lab_against_a_running_stack_skips_what_it_cannot_do, 120)
 	      NULL);
 	CHECK_INT(r.status, 201);
 	h_resp_free(&r);
+	/* A team token is not told the cluster's URL (/v1/info): --kube gives it. */
 	char args[1024];
 	snprintf(
 	    args, sizeof args,
-	    "--url %s --token alpha-tok --team alpha --only same-card-sharing "
+	    "--url %s --token alpha-tok --team alpha --kube %s --only same-card-sharing "
 	    "--only restart-recovery --only fragmentation-resolved --only device-health-change",
-	    srv.proc.url);
+	    srv.proc.url, ks.url);
 	int rc = lab(args);
 	if (rc != 0)
 		dump_output();

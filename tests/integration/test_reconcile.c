@@ -392,7 +392,7 @@ TEST_T(recon_api_unreachable_keeps_the_reservation, 60)
 	cancel(&st, id);
 	expect_held(&st, id);
 	struct h_resp r;
-	h_req(&r, "GET", url(&st), "/readyz", NULL, NULL, NULL);
+	h_req(&r, "GET", url(&st), "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	const char *kst = js(r.json, "dependencies.kube.state");
 	CHECKF(kst && strcmp(kst, "ok") != 0, "kube state %s while the API refuses", kst);
 	h_resp_free(&r);
@@ -571,7 +571,7 @@ TEST_T(recon_restart_recovery_with_the_queue, 90)
 static int informers_fresh(struct h_stack *st, char *stale, size_t len)
 {
 	struct h_resp r;
-	h_req(&r, "GET", url(st), "/readyz", NULL, NULL, NULL);
+	h_req(&r, "GET", url(st), "/readyz", H_METRICS_TOKEN, NULL, NULL);
 	json_t *infs = jget(r.json, "dependencies.kube.informers");
 	int all = json_object_size(infs) == 4;
 	const char *name;

@@ -37,7 +37,8 @@ static const char usage_text[] =
     "Without --url it starts its own redis-server, kubesim and gwb-server under\n"
     "RUNTIME/lab (--runtime, default .runtime) and stops them at the end. With --url it\n"
     "works against a running stack (token from --token or GWB_TOKEN, team from --team,\n"
-    "default alpha; kube from --kube or /v1/info; faults from --faults or KUBESIM_CTL);\n"
+    "default alpha; kube from --kube or /v1/info, whose cluster URL only the admin token\n"
+    "gets; faults from --faults or KUBESIM_CTL);\n"
     "experiments that need a missing piece say they are skipped.\n"
     "  --only NAME     run only this experiment (repeatable)\n"
     "  --list          print the experiments in order and exit\n"
@@ -211,6 +212,19 @@ static int read_info(struct lab *l)
 			snprintf(l->kube, sizeof l->kube, "%s", v);
 	}
 	httpc_resp_free(&r);
+	/* The cluster's URL is shown to the admin only: asked again with its token. */
+	if (s == 200 && !l->kube[0] && l->admin[0] && strcmp(l->admin, l->token) != 0) {
+		char team_token[sizeof l->token];
+		snprintf(team_token, sizeof team_token, "%s", l->token);
+		snprintf(l->token, sizeof l->token, "%s", l->admin);
+		if (lab_api(l, NULL, "GET", "/v1/info", NULL, &r) == 200) {
+			const char *v = lab_str(r.json, "cluster_url");
+			if (v)
+				snprintf(l->kube, sizeof l->kube, "%s", v);
+		}
+		httpc_resp_free(&r);
+		snprintf(l->token, sizeof l->token, "%s", team_token);
+	}
 	return s == 200 ? 0 : -1;
 }
 

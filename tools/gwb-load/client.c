@@ -62,6 +62,7 @@ int client_target_parse(struct client_target *t, const char *url, const char *to
 	else
 		snprintf(t->host_header, sizeof t->host_header, "%s:%d", host, t->port);
 	snprintf(t->auth, sizeof t->auth, "Bearer %s", token);
+	snprintf(t->metrics_auth, sizeof t->metrics_auth, "%s", t->auth);
 	rc = 0;
 out:
 	if (u)
@@ -186,7 +187,8 @@ int client_send(struct client *c, const char *method, const char *path, const ch
 	evhttp_request_set_error_cb(req, on_error);
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	evhttp_add_header(h, "Host", c->t->host_header);
-	evhttp_add_header(h, "Authorization", c->t->auth);
+	evhttp_add_header(h, "Authorization",
+	                  strcmp(path, "/metrics") == 0 ? c->t->metrics_auth : c->t->auth);
 	evhttp_add_header(h, "Accept", "application/json");
 	if (idem_key)
 		evhttp_add_header(h, "Idempotency-Key", idem_key);

@@ -19,6 +19,7 @@ struct client_target {
 	int port;
 	char host_header[300];
 	char auth[600]; /* "Bearer TOKEN" */
+	char metrics_auth[600]; /* what GET /metrics sends: "Bearer METRICS_TOKEN", or auth */
 };
 
 /* Fills t from an http:// URL (host, optional port, no path beyond "/") and the token.

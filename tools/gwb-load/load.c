@@ -300,6 +300,9 @@ int load_init(struct load *l, const struct load_opts *o, char *err, size_t errle
 	l->rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ULL;
 	if (client_target_parse(&l->target, o->url, o->token, err, errlen) < 0)
 		return -2;
+	if (o->metrics_token && strlen(o->metrics_token) <= 512)
+		snprintf(l->target.metrics_auth, sizeof l->target.metrics_auth, "Bearer %s",
+		         o->metrics_token);
 	l->base = event_base_new();
 	if (!l->base) {
 		snprintf(err, errlen, "cannot create the event loop");

@@ -21,6 +21,8 @@ static const char usage_text[] =
     "\n"
     "  --url URL           gwb-server (default $GWB_URL, else http://127.0.0.1:8080)\n"
     "  --token T           bearer token: the admin's, or a team's for its own team ($GWB_TOKEN)\n"
+    "  --metrics-token T   bearer token for /metrics when --token is a team's: the server's\n"
+    "                      http.metrics_token ($GWB_METRICS_TOKEN; default --token)\n"
     "  --connections N     keep-alive HTTP connections (default 8)\n"
     "  --rate R            open loop: R requests/s started on schedule, latency counted from\n"
     "                      the scheduled start\n"
@@ -157,6 +159,8 @@ static void defaults(struct load_opts *o)
 	o->url = e && *e ? e : "http://127.0.0.1:8080";
 	e = getenv("GWB_TOKEN");
 	o->token = e && *e ? e : NULL;
+	e = getenv("GWB_METRICS_TOKEN");
+	o->metrics_token = e && *e ? e : NULL;
 	e = getenv("GWB_REDIS");
 	o->redis = e && *e ? e : NULL;
 	e = getenv("GWB_QUEUE_PREFIX");
@@ -244,6 +248,8 @@ int opts_parse(struct load_opts *o, int argc, char **argv, char *err, size_t err
 			o->url = v;
 		} else if ((v = value(argc, argv, &i, "token", &missing))) {
 			o->token = *v ? v : NULL;
+		} else if ((v = value(argc, argv, &i, "metrics-token", &missing))) {
+			o->metrics_token = *v ? v : NULL;
 		} else if ((v = value(argc, argv, &i, "redis", &missing))) {
 			o->redis = *v ? v : NULL;
 		} else if ((v = value(argc, argv, &i, "prefix", &missing))) {

@@ -14,6 +14,7 @@ enum load_op { OP_SUBMIT, OP_REPLAY, OP_CANCEL, OP_COUNT };
 
 struct load_opts {
 	const char *url, *token;
+	const char *metrics_token; /* for /metrics (http.metrics_token); NULL: token */
 	const char *redis, *prefix; /* dead letters from Redis when /metrics has no counter */
 	const char *acked;          /* file the acknowledged task ids are appended to, or NULL */
 	int connections;

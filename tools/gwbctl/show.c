@@ -218,6 +218,11 @@ void show_devices(FILE *out, enum show_mode m, const json_t *dev)
 				used += (size_t)snprintf(tasks + used, sizeof tasks - used, "%s%s",
 							 k ? "," : "", str(t, "task"));
 		}
+		/* A team's token sees other teams' tasks as one total per card, without ids. */
+		const json_t *oth = json_object_get(c, "others");
+		if ((num(oth, "gpu_memory_mib") || num(oth, "gpu_core_percent")) && used < sizeof tasks)
+			used += (size_t)snprintf(tasks + used, sizeof tasks - used, "%sother teams",
+						 used ? "," : "");
 		int healthy = json_is_true(json_object_get(c, "healthy"));
 		fprintf(out, "%-14s %5lld %-10s %-17s %-11s %s\n", str(c, "node"), num(c, "minor"),
 			healthy ? "healthy" : "unhealthy", mem, core, used ? tasks : "-");

@@ -82,7 +82,7 @@ TEST_T(httpc_status_body_and_headers_from_gwb_server, 60)
 	CHECK_INT(r.status, 202);
 	httpc_resp_free(&r);
 	/* Not JSON: json stays NULL, the body is kept. */
-	struct httpc_req metrics = { .url = url_of(&s, "/metrics") };
+	struct httpc_req metrics = { .url = url_of(&s, "/metrics"), .token = s.admin };
 	CHECK_INT(httpc_request(&metrics, &r), 0);
 	CHECK_INT(r.status, 200);
 	CHECK(r.json == NULL);

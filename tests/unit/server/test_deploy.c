@@ -109,6 +109,7 @@ TEST(deploy_every_manifest_parses)
 {
 	static const char *const files[] = { "deploy/gwb/00-namespaces.yaml",
 					     "deploy/gwb/20-redis.yaml",
+					     "deploy/gwb/40-prometheus.yaml",
 					     "deploy/kubesim/device-colima-gwb.yaml",
 					     "deploy/kubesim/colocation-profile.yaml", NULL };
 	for (const char *const *f = files; *f; f++) {
