@@ -17,6 +17,8 @@
       "token.admin": "Signed in as the administrator: every team.",
       "token.team": "Signed in as team {team}.",
       "token.saved": "Token saved in this browser.", "token.cleared": "Token removed from this browser.",
+      "token.remember": "Remember in this browser",
+      "token.saved.session": "Token kept in this tab until it is closed.",
       "down": "The server does not answer ({why}). The page keeps what it showed and tries again in {s} s.",
       "down.retrying": "The server does not answer ({why}). Trying again…",
       "conn.live": "live", "conn.connecting": "connecting…", "conn.idle": "", "conn.down": "offline",
@@ -93,6 +95,8 @@
       "token.admin": "以管理员身份登录：可见所有团队。",
       "token.team": "以团队 {team} 的身份登录。",
       "token.saved": "令牌已保存在此浏览器中。", "token.cleared": "已从此浏览器中删除令牌。",
+      "token.remember": "在此浏览器中记住",
+      "token.saved.session": "令牌仅保存在此标签页中，关闭后即删除。",
       "down": "服务器没有响应（{why}）。页面保留已显示的内容，{s} 秒后重试。",
       "down.retrying": "服务器没有响应（{why}）。正在重试……",
       "conn.live": "实时", "conn.connecting": "连接中……", "conn.idle": "", "conn.down": "离线",
@@ -917,6 +921,25 @@
     }
   }
 
+  // ---- the token's storage ----
+  // sessionStorage (gone with the tab) unless "remember" is ticked, then localStorage. A token an
+  // earlier page left in localStorage still signs in, but stays there only if remember is set.
+  function tokenLoad() {
+    const remember = localStorage.getItem("gwb.remember") === "1";
+    const token = sessionStorage.getItem("gwb.token") || localStorage.getItem("gwb.token") || "";
+    tokenStore(token, remember);
+    $("token-remember").checked = remember;
+    return token;
+  }
+
+  function tokenStore(token, remember) {
+    sessionStorage.removeItem("gwb.token");
+    localStorage.removeItem("gwb.token");
+    if (remember) localStorage.setItem("gwb.remember", "1");
+    else localStorage.removeItem("gwb.remember");
+    if (token) (remember ? localStorage : sessionStorage).setItem("gwb.token", token);
+  }
+
   // ---- wiring ----
   function init() {
     const saved = localStorage.getItem("gwb.lang");
@@ -926,7 +949,7 @@
     for (const s of STATES) f.append(el("option", { value: s, text: s }));
     S.formKey = newKey();
     $("idem-key").textContent = S.formKey;
-    S.token = localStorage.getItem("gwb.token") || "";
+    S.token = tokenLoad();
     $("token").value = S.token;
 
     $("lang-toggle").addEventListener("click", () => {
@@ -937,18 +960,19 @@
     $("token-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       S.token = $("token").value.trim();
-      if (S.token) localStorage.setItem("gwb.token", S.token);
-      else localStorage.removeItem("gwb.token");
+      const remember = $("token-remember").checked;
+      tokenStore(S.token, remember);
       S.lastEventId = null;
       S.streamHeld = false;
       S.tasks.clear();
       S.selected = null;
       $("detail-section").hidden = true;
-      $("whoami").textContent = t("token.saved");
+      $("whoami").textContent = t(remember ? "token.saved" : "token.saved.session");
       if (S.token) connect();
     });
     $("token-clear").addEventListener("click", () => {
-      localStorage.removeItem("gwb.token");
+      tokenStore("", false);
+      $("token-remember").checked = false;
       S.token = "";
       S.me = null;
       $("token").value = "";

@@ -275,7 +275,8 @@ int main(void)
 	snprintf(env_redis, sizeof env_redis, "GWB_REDIS=%s", redis.url);
 	srv.env[0] = env_kube;
 	srv.env[1] = env_redis;
-	srv.env[2] = NULL;
+	srv.env[2] = "GWB_HTTP_RATE_LIMIT_PER_S=0"; /* gwb-load's one token runs unthrottled */
+	srv.env[3] = NULL;
 	h_server_start(&srv);
 	char body[200];
 	snprintf(body, sizeof body,

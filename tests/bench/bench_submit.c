@@ -318,7 +318,8 @@ static struct result run_submit(const char *label, const char *url, int port, in
 static int bench_server_start(struct h_server *s)
 {
 	s->env[0] = "GWB_LOG_LEVEL=warn"; /* a log line per task would be measured too */
-	s->env[1] = NULL;
+	s->env[1] = "GWB_HTTP_RATE_LIMIT_PER_S=0"; /* one token at full speed is the point */
+	s->env[2] = NULL;
 	h_server_start(s);
 	server_pid = s->proc.pid;
 	struct h_resp r;

@@ -237,7 +237,7 @@ class Case:
 
     def open_page(self, token):
         self.d.get(self.stack.url + "/")
-        self.d.execute_script("localStorage.clear()")
+        self.d.execute_script("localStorage.clear(); sessionStorage.clear()")
         self.d.get(self.stack.url + "/")
         self.shot("loaded")
         if token:
@@ -443,6 +443,42 @@ def case_language_toggle(c):
         c.d.execute_script("localStorage.removeItem('gwb.lang')")
 
 
+def case_frontdoor_token_storage(c):
+    """The token is kept in sessionStorage unless "remember" is ticked (then localStorage);
+    a reload keeps the user signed in; Forget clears both; an older page's localStorage token
+    still signs in but is moved to sessionStorage."""
+    s = c.stack
+    tok = s.team("store")
+    stored = lambda: c.d.execute_script(
+        "return [sessionStorage.getItem('gwb.token'), localStorage.getItem('gwb.token')]")
+    signed_in = lambda: c.q("#submit-section").is_displayed()
+    c.open_page(tok)
+    check(not c.tid("token-remember").is_selected(), "remember is off by default")
+    check(stored() == [tok, None], "without remember: sessionStorage only, got %r" % stored())
+    c.d.refresh()
+    wait_for("still signed in after a reload", signed_in)
+    check(stored() == [tok, None], "after a reload: sessionStorage only, got %r" % stored())
+    # With remember: localStorage only, and the box stays ticked after a reload.
+    c.tid("token-remember").click()
+    c.tid("token-save").click()
+    wait_for("remembered", lambda: stored() == [None, tok])
+    c.d.refresh()
+    wait_for("signed in from localStorage", signed_in)
+    check(c.tid("token-remember").is_selected(), "remember kept ticked")
+    check(stored() == [None, tok], "after a reload: localStorage only, got %r" % stored())
+    c.shot("remembered")
+    # Forget clears both.
+    c.q("#token-clear").click()
+    wait_for("forgotten", lambda: stored() == [None, None])
+    check(not c.tid("token-remember").is_selected(), "remember unticked by Forget")
+    # A token an older page left in localStorage still signs in, moved to sessionStorage.
+    c.d.execute_script("localStorage.setItem('gwb.token', arguments[0])", tok)
+    c.d.refresh()
+    wait_for("signed in with the older page's token", signed_in)
+    check(stored() == [tok, None], "older token moved to sessionStorage, got %r" % stored())
+    c.d.execute_script("localStorage.clear(); sessionStorage.clear()")
+
+
 def case_stream_resume(c):
     """The page's stream drops; changes made meanwhile all arrive, in order, when it resumes
     from its Last-Event-ID (the page does not reload the list)."""
@@ -578,6 +614,7 @@ CASES = [
     ("submit_flow", case_submit_flow),
     ("fragmentation", case_fragmentation),
     ("language_toggle", case_language_toggle),
+    ("frontdoor_token_storage", case_frontdoor_token_storage),
     ("stream_resume", case_stream_resume),
     ("bad_input", case_bad_input),
     ("narrow_and_admin", case_narrow_and_admin),

@@ -209,7 +209,8 @@ TEST(commit_write_lock_held_elsewhere_gives_503_and_healthz_answers)
 	struct h_server s;
 	h_server_init(&s);
 	s.env[0] = "GWB_STORE_BUSY_TIMEOUT_MS=3000"; /* at open only: never on the loop */
-	s.env[1] = NULL;
+	s.env[1] = "GWB_HTTP_RATE_LIMIT_PER_S=0";    /* one token's burst, faster than the limit */
+	s.env[2] = NULL;
 	h_server_start(&s);
 	put_team(s.proc.url, "alpha", 1 << 20, 100000, "alpha-token-123");
 	char body[512];
@@ -401,7 +402,8 @@ TEST(commit_wal_stays_bounded_and_readyz_shows_it)
 	/* The smallest bound, and no housekeeping tick in the way: only the bound checkpoints. */
 	s.env[0] = "GWB_STORE_WAL_MAX_BYTES=1048576";
 	s.env[1] = "GWB_HOUSEKEEPING_INTERVAL_MS=600000";
-	s.env[2] = NULL;
+	s.env[2] = "GWB_HTTP_RATE_LIMIT_PER_S=0"; /* one token's burst, faster than the limit */
+	s.env[3] = NULL;
 	h_server_start(&s);
 	put_team(s.proc.url, "alpha", 1 << 20, 1000000, "alpha-token-123");
 	char body[512], wal[600];

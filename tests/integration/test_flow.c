@@ -25,6 +25,7 @@ static void stack_start(struct h_stack *st, int with_redis, const char *const *e
 {
 	const char *env[32];
 	int n = 0;
+	env[n++] = "GWB_HTTP_RATE_LIMIT_PER_S=0"; /* bursts of one token, faster than the limit */
 	for (const char *const *e = extra_env; e && *e && n < 31; e++)
 		env[n++] = *e;
 	env[n] = NULL;

@@ -552,7 +552,8 @@ TEST(stream_count_is_bounded)
  * keeps the kernel from absorbing the backlog. */
 TEST(stream_slow_client_is_dropped)
 {
-	const char *env[] = { "GWB_STREAM_MAX_BUFFER_BYTES=4096", "GWB_STREAM_POLL_MS=20", NULL };
+	const char *env[] = { "GWB_STREAM_MAX_BUFFER_BYTES=4096", "GWB_STREAM_POLL_MS=20",
+			      "GWB_HTTP_RATE_LIMIT_PER_S=0", NULL };
 	struct h_server srv;
 	start(&srv, env);
 	const char *url = srv.proc.url;

@@ -281,6 +281,22 @@ static void print_drain(FILE *f, const json_t *d)
 	        (long long)ji(d, "events_read"), (long long)ji(d, "events_failed"));
 }
 
+/* Says so when the server's per-token rate limit answered 429: the figures then measure it. */
+static void print_rate_limited(const json_t *s, FILE *f)
+{
+	long long n = 0;
+	const char *name;
+	json_t *op;
+	json_object_foreach (json_object_get(s, "operations"), name, op)
+		n += (long long)json_integer_value(json_object_get(json_object_get(op, "status"),
+		                                                   "429"));
+	if (n > 0)
+		fprintf(f,
+		        "rate limited: %lld answers were 429 (the server's http.rate_limit_per_s and "
+		        "http.rate_limit_burst; raise them, or send with --rate below them)\n",
+		        n);
+}
+
 void report_print_text(const json_t *s, FILE *f)
 {
 	const json_t *run = json_object_get(s, "run"), *send = json_object_get(s, "send");
@@ -307,6 +323,7 @@ void report_print_text(const json_t *s, FILE *f)
 			        (long long)json_integer_value(n));
 		fprintf(f, "\n");
 	}
+	print_rate_limited(s, f);
 	fprintf(f,
 	        "tasks: %lld accepted, %lld refused by quota; replays: %lld same task, %lld "
 	        "another\n",
