@@ -40,10 +40,11 @@ static long long proc_cpu_ticks(pid_t pid)
 /* A non-blocking connection to url's host:port (left in progress), or -1. */
 static int open_idle(const char *url)
 {
-	int port = 0;
 	const char *c = strrchr(url, ':');
 	CHECK(c);
-	port = atoi(c + 1);
+	char *end;
+	long port = strtol(c + 1, &end, 10);
+	CHECKF(port > 0 && port < 65536, "bad port in %s", url);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
