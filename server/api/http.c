@@ -23,6 +23,7 @@
 #include "lib/log.h"
 #include "lib/pool.h"
 #include "server/api/api.h"
+#include "server/api/conn.h"
 
 /* A submission's time from arrival to reply (seconds). */
 static const double submit_bounds[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
@@ -437,6 +438,7 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 		snprintf(err, errlen, "listen: cannot bind %s", cfg->listen);
 		return GWB_EIO;
 	}
+	h->guard = conn_guard_start(api->base, h->evh, bs, cfg);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	char addr[INET6_ADDRSTRLEN] = "?";
@@ -463,6 +465,8 @@ void http_stop(struct api_ctx *api)
 {
 	/* Decisions still waiting are made and answered before evhttp frees their requests. */
 	commit_stop(&api->commit);
+	conn_guard_stop(api->http.guard);
+	api->http.guard = NULL;
 	if (api->http.evh)
 		evhttp_free(api->http.evh);
 	api->http.evh = NULL;

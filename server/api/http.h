@@ -18,6 +18,7 @@ struct api_ctx;
 /* The transport's part of the API's context (server/api/api.h), zero before http_start. */
 struct http_server {
 	struct evhttp *evh;
+	struct conn_guard *guard;       /* the connection guard (server/api/conn.c) */
 	char url[300];                  /* http://HOST:PORT actually bound */
 	int64_t replies[6];             /* replies by status class: [2] = 2xx ... [5] = 5xx */
 	struct prom_hist submit_seconds; /* POST /v1/tasks: arrival to reply */
