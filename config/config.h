@@ -37,6 +37,10 @@ struct gwb_config {
 	int64_t http_max_body_bytes;        /* request bodies above this get 413 */
 	int64_t http_max_header_bytes;
 	int64_t http_timeout_seconds;       /* idle/read time-out of one HTTP connection */
+	int64_t http_header_timeout_seconds; /* a request's head, from its first byte */
+	int64_t http_body_timeout_seconds;  /* a request's body, from its first byte */
+	int64_t http_max_connections;       /* open connections in all */
+	int64_t http_max_connections_per_address;
 	int64_t idempotency_ttl_seconds;    /* how long idempotency keys are kept */
 	int64_t store_busy_timeout_ms;      /* SQLITE_BUSY wait for another writer, at open only */
 	int64_t store_wal_max_bytes;        /* the WAL's bound */

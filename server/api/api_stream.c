@@ -20,6 +20,7 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/api/api.h"
+#include "server/api/conn.h"
 #include "server/recon/reconciler.h"
 #include "server/store/store_stream.h"
 
@@ -430,7 +431,7 @@ void api_stream(struct req *r)
 	evhttp_send_reply_start(r->ev, 200, "OK");
 	http_count_reply(r, 200); /* /metrics counts replies by class */
 	struct evhttp_connection *conn = evhttp_request_get_connection(r->ev);
-	evhttp_connection_set_closecb(conn, on_close, s);
+	conn_set_closecb(conn, on_close, s);
 	/* The kernel's send buffer holds a stream's bytes too: capped like ours, so a client that
 	 * stops reading is noticed after about twice stream.max_buffer_bytes, not megabytes. */
 	int sndbuf = (int)h->max_buffer;

@@ -1,5 +1,7 @@
-/* The connection guard: what the front door does below HTTP requests (the listener's pause
- * when the process runs out of descriptors). */
+/* The connection guard: what the front door does below HTTP requests. It pauses the listener
+ * when the process runs out of descriptors, caps connections (in all and per address), reads
+ * every request's framing before libevent does (server/api/framing.h) and holds each head
+ * and body to a deadline that does not restart with every byte. */
 #ifndef GWB_SERVER_API_CONN_H
 #define GWB_SERVER_API_CONN_H
 
@@ -9,13 +11,21 @@
 struct gwb_config;
 struct conn_guard;
 
-/* Guards the listener of bs (bound on evh): on EMFILE/ENFILE from accept() the listener is
- * paused and a timer resumes it, with one log line per pause and the count of failed
- * accepts. Returns the guard (freed by conn_guard_stop), or NULL when out of memory. */
+/* Guards the listener of bs (bound on evh) and every connection evh accepts. Returns the
+ * guard (freed by conn_guard_stop), or NULL when out of memory. Call before evh accepts. */
 struct conn_guard *conn_guard_start(struct event_base *base, struct evhttp *evh,
 				    struct evhttp_bound_socket *bs,
 				    const struct gwb_config *cfg);
-/* Stops its timer and frees g (NULL is fine); call before the evhttp is freed. */
+/* Frees g (NULL is fine); call after evhttp_free, which closes the connections it guards. */
 void conn_guard_stop(struct conn_guard *g);
+
+/* evhttp_connection_set_closecb for a guarded connection: the guard keeps the connection's
+ * own close callback, so others set theirs through this one. */
+void conn_set_closecb(struct evhttp_connection *evcon,
+		      void (*cb)(struct evhttp_connection *, void *), void *arg);
+
+/* Connections open now, and refused since the start (for /metrics). */
+int64_t conn_guard_open(const struct conn_guard *g);
+int64_t conn_guard_refused(const struct conn_guard *g);
 
 #endif

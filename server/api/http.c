@@ -465,11 +465,11 @@ void http_stop(struct api_ctx *api)
 {
 	/* Decisions still waiting are made and answered before evhttp frees their requests. */
 	commit_stop(&api->commit);
-	conn_guard_stop(api->http.guard);
-	api->http.guard = NULL;
 	if (api->http.evh)
 		evhttp_free(api->http.evh);
 	api->http.evh = NULL;
+	conn_guard_stop(api->http.guard);
+	api->http.guard = NULL;
 	auth_stop(&api->auth);
 	api_tasks_spares_free(api);
 }
