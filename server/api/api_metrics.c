@@ -9,6 +9,7 @@
 #include "lib/alloc.h"
 #include "lib/prom.h"
 #include "server/api/api.h"
+#include "server/api/conn.h"
 #include "server/recon/reconciler.h"
 
 static void team_lines(struct evbuffer *b, json_t *teams)
@@ -68,6 +69,7 @@ static void http_lines(struct evbuffer *b, const struct api_ctx *api)
 		struct prom_label l = { "class", class };
 		prom_sample_int(b, "gwb_http_replies_total", &l, 1, api->http.replies[c]);
 	}
+	conn_guard_metrics(api->http.guard, b);
 	prom_counter(b, "gwb_store_batches_total", NULL, api->commit.batches);
 	prom_counter(b, "gwb_store_batch_requests_total", NULL, api->commit.batch_requests);
 	prom_counter(b, "gwb_store_batches_failed_total", NULL, api->commit.batches_failed);

@@ -21,6 +21,7 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/prom.h"
 #include "lib/strmap.h"
 #include "server/api/framing.h"
 
@@ -34,6 +35,9 @@
 /* What a refused connection's last bytes are read and dropped up to before it closes, so
  * that its answer is not lost to a reset. */
 #define CONN_DRAIN_MAX 65536
+
+/* Distinct refusal codes counted for /metrics (framing's and the guard's own are fewer). */
+#define CONN_CODES 24
 
 enum conn_wait {
 	WAIT_ACCEPT, /* the first tick after accept: caps and the close callback */
@@ -75,7 +79,11 @@ struct conn_guard {
 	int64_t head_ms, body_ms;
 	int64_t max_head, max_body;
 	struct strmap *per_addr;  /* address -> open connections, as an intptr_t */
-	int64_t refused, refused_unlogged, refused_logged_ms;
+	int64_t refused_unlogged, refused_logged_ms;
+	struct {
+		const char *code; /* a framing or guard code: a string literal */
+		int64_t n;
+	} codes[CONN_CODES];
 };
 
 /* evconnlistener's error callback gets the listener's own argument (evhttp's), not ours: the
@@ -211,7 +219,12 @@ static void answer_and_close(struct conn *c)
 	}
 	gwb_free(text);
 	struct conn_guard *g = c->g;
-	g->refused++;
+	for (int i = 0; i < CONN_CODES; i++)
+		if (!g->codes[i].code || strcmp(g->codes[i].code, r->code) == 0) {
+			g->codes[i].code = r->code;
+			g->codes[i].n++;
+			break;
+		}
 	g->refused_unlogged++;
 	int64_t now = clock_mono_ms();
 	if (g->refused_logged_ms == 0 || now - g->refused_logged_ms >= CONN_LOG_EVERY_MS) {
@@ -510,12 +523,13 @@ void conn_guard_stop(struct conn_guard *g)
 	gwb_free(g);
 }
 
-int64_t conn_guard_open(const struct conn_guard *g)
+void conn_guard_metrics(const struct conn_guard *g, struct evbuffer *out)
 {
-	return g ? g->open : 0;
-}
-
-int64_t conn_guard_refused(const struct conn_guard *g)
-{
-	return g ? g->refused : 0;
+	prom_gauge(out, "gwb_http_connections", "open HTTP connections", g ? g->open : 0);
+	prom_family(out, "gwb_http_connections_refused_total", PROM_COUNTER,
+		    "connections answered and closed by the front door, by error code");
+	for (int i = 0; g && i < CONN_CODES && g->codes[i].code; i++) {
+		struct prom_label l = { "code", g->codes[i].code };
+		prom_sample_int(out, "gwb_http_connections_refused_total", &l, 1, g->codes[i].n);
+	}
 }

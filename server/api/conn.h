@@ -24,8 +24,8 @@ void conn_guard_stop(struct conn_guard *g);
 void conn_set_closecb(struct evhttp_connection *evcon,
 		      void (*cb)(struct evhttp_connection *, void *), void *arg);
 
-/* Connections open now, and refused since the start (for /metrics). */
-int64_t conn_guard_open(const struct conn_guard *g);
-int64_t conn_guard_refused(const struct conn_guard *g);
+struct evbuffer;
+/* /metrics' lines: connections open, and those refused by code since the start. */
+void conn_guard_metrics(const struct conn_guard *g, struct evbuffer *out);
 
 #endif

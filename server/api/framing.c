@@ -14,8 +14,7 @@ enum phase {
 	P_NAME,       /* a header line's name, or the blank line */
 	P_VALUE,
 	P_BODY,       /* Content-Length bytes */
-	P_CHUNK_SIZE, /* a chunk's size line (hex digits) */
-	P_CHUNK_EXT,  /* after its ';' */
+	P_CHUNK_SIZE, /* a chunk's size line: hex digits (libevent reads no extensions) */
 	P_CHUNK_DATA,
 	P_CHUNK_END,  /* the CRLF after a chunk's data */
 	P_TRAILER,    /* a trailer line, or the blank line that ends the body */
@@ -26,8 +25,8 @@ enum phase {
  * would be read as the next request. */
 enum { M_OTHER, M_BODY };
 
-/* A chunk's size line: the digits and any extension, bounded like a header line. */
-#define CHUNK_LINE_MAX 4096
+/* A chunk's size line's digits (leading zeros included). */
+#define CHUNK_LINE_MAX 64
 
 static const char *const methods_with_body[] = { "GET",     "POST",    "PUT", "PATCH",
 						  "DELETE",  "OPTIONS", "CONNECT" };
@@ -237,7 +236,6 @@ static enum framing_event end_line(struct framing *f)
 	case P_VALUE:
 		return end_header(f);
 	case P_CHUNK_SIZE:
-	case P_CHUNK_EXT:
 		if (f->step == 0)
 			return refuse(f, 400, "invalid_chunk", "a chunk size is missing", NULL);
 		f->step = 0;
@@ -333,10 +331,9 @@ static enum framing_event head_byte(struct framing *f, unsigned char c)
 	}
 	case P_CHUNK_SIZE: {
 		int h = hex_value(c);
-		if (h < 0 && c == ';' && f->step > 0) {
-			f->phase = P_CHUNK_EXT;
-			return FRAMING_NONE;
-		}
+		if (h < 0 && c == ';')
+			return refuse(f, 400, "invalid_chunk", "chunk extensions are not accepted",
+				      NULL);
 		if (h < 0 || ++f->step > CHUNK_LINE_MAX)
 			return refuse(f, 400, "invalid_chunk", "a chunk size must be hexadecimal",
 				      NULL);
@@ -346,13 +343,6 @@ static enum framing_event head_byte(struct framing *f, unsigned char c)
 				      NULL);
 		return FRAMING_NONE;
 	}
-	case P_CHUNK_EXT:
-		if (is_ctl(c) && c != '\t')
-			return refuse(f, 400, "invalid_chunk",
-				      "a chunk extension holds a control byte", NULL);
-		if (++f->step > CHUNK_LINE_MAX)
-			return refuse(f, 400, "invalid_chunk", "a chunk line is too long", NULL);
-		return FRAMING_NONE;
 	case P_CHUNK_END:
 		return refuse(f, 400, "invalid_chunk", "a chunk's data must end with CRLF", NULL);
 	case P_TRAILER:
@@ -397,8 +387,8 @@ size_t framing_feed(struct framing *f, const char *p, size_t n, enum framing_eve
 			begin_request(f);
 		unsigned char c = (unsigned char)p[i++];
 		/* Heads and trailers count against the head's cap; chunk size lines are small. */
-		if (f->phase != P_CHUNK_SIZE && f->phase != P_CHUNK_EXT &&
-		    f->phase != P_CHUNK_END && ++f->head_bytes > f->max_head) {
+		if (f->phase != P_CHUNK_SIZE && f->phase != P_CHUNK_END &&
+		    ++f->head_bytes > f->max_head) {
 			*event = refuse(f, 431, "headers_too_large",
 					"the request's headers are too large", NULL);
 			return i;

@@ -115,3 +115,72 @@ TEST_T(frontdoor_out_of_descriptors_pauses_the_listener, 60)
 	CHECKF(took < 2000, "/healthz took %lld ms", (long long)took);
 	h_server_stop(&s);
 }
+
+/* Started under `ulimit -n 256`: the connection cap is lowered below the descriptors, so 300
+ * idle connections never run the process out of them. Those over the cap are answered 503 and
+ * closed at once; the server stays quiet and serves as soon as places free. */
+TEST_T(frontdoor_connection_cap_fits_the_open_files_limit, 60)
+{
+	enum { IDLE = 300 };
+	struct rlimit own;
+	CHECK_INT(getrlimit(RLIMIT_NOFILE, &own), 0);
+	CHECKF(own.rlim_max >= IDLE + 64, "the hard descriptor limit %llu is too low",
+	       (unsigned long long)own.rlim_max);
+	struct h_server s;
+	h_server_init(&s);
+	struct rlimit low = { 256, own.rlim_max };
+	CHECK_INT(setrlimit(RLIMIT_NOFILE, &low), 0);
+	h_server_start(&s); /* inherits the limit */
+	struct rlimit high = { IDLE + 64 > own.rlim_cur ? IDLE + 64 : own.rlim_cur, own.rlim_max };
+	CHECK_INT(setrlimit(RLIMIT_NOFILE, &high), 0);
+	long long log0 = file_size(s.proc.log);
+	int fds[IDLE];
+	int n = 0;
+	for (int i = 0; i < IDLE; i++) {
+		int fd = open_idle(s.proc.url);
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	CHECKF(n == IDLE, "only %d of %d connections opened", n, IDLE);
+	h_sleep_ms(500);
+	long long hz = sysconf(_SC_CLK_TCK);
+	long long c0 = proc_cpu_ticks(s.proc.pid);
+	int64_t t0 = clock_mono_ms();
+	h_sleep_ms(2000);
+	double cpu = (double)(proc_cpu_ticks(s.proc.pid) - c0) / (double)hz;
+	double wall = (double)(clock_mono_ms() - t0) / 1000.0;
+	/* The refused ones got their 503 and EOF; the others are open and silent. */
+	int refused = 0, open = 0;
+	for (int i = 0; i < n; i++) {
+		char buf[512];
+		ssize_t k = recv(fds[i], buf, sizeof buf - 1, MSG_DONTWAIT);
+		if (k > 0) {
+			buf[k] = '\0';
+			CHECKF(strncmp(buf, "HTTP/1.1 503 ", 13) == 0 &&
+			       strstr(buf, "\"too_many_connections\""), "%.300s", buf);
+			refused++;
+		} else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			open++;
+		}
+	}
+	long long grown = file_size(s.proc.log) - log0;
+	t_log("%d open, %d refused; cpu %.2f s over %.2f s; log grew %lld bytes", open, refused,
+	      cpu, wall, grown);
+	CHECKF(refused > 0 && open > 0 && open + refused == n, "%d open, %d refused of %d", open,
+	       refused, n);
+	CHECKF(open <= 256, "%d connections held under a limit of 256 descriptors", open);
+	CHECKF(cpu < wall / 2, "the server used %.2f s of CPU in %.2f s", cpu, wall);
+	CHECKF(grown < (1 << 20), "the log grew by %lld bytes", grown);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	int64_t t1 = clock_mono_ms();
+	struct h_resp r;
+	char url[300];
+	snprintf(url, sizeof url, "%s/healthz", s.proc.url);
+	CHECK_INT(h_http(&r, "GET", url, NULL, NULL, NULL), 0);
+	CHECK_INT(r.status, 200);
+	h_resp_free(&r);
+	t_log("/healthz answered %lld ms after the connections closed",
+	      (long long)(clock_mono_ms() - t1));
+	h_server_stop(&s);
+}
