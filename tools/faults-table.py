@@ -5,6 +5,11 @@ import json
 import sys
 
 
+def p99(row):
+    v = row.get("submit_p99_ms")
+    return "?" if v is None else f"{v:.1f} ms"
+
+
 def main(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -13,12 +18,13 @@ def main(path):
         print(f"faults-table: {path}: no figures (no fault case ran)", file=sys.stderr)
         return 1
     print("| fault | requests | acknowledged | present | tasks | drift | Jobs | tasks with two Jobs "
-          "| Jobs without task | all ended, after the fault | after the start |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| Jobs without task | all ended, after the fault | after the start | submissions' p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['fault']} | {r['requests']} | {r['acknowledged']} | {r['present']} "
               f"| {r['tasks']} | {r['drift']} | {r['jobs']} | {r['tasks_with_two_jobs']} "
-              f"| {r['jobs_without_task']} | {r['recover_s']:.1f} s | {r['total_s']:.1f} s |")
+              f"| {r['jobs_without_task']} | {r['recover_s']:.1f} s | {r['total_s']:.1f} s "
+              f"| {p99(r)} |")
     return 0
 
 

@@ -32,6 +32,7 @@ void h_faults_start(struct h_faults *f, const char *name, long requests,
 	memset(f, 0, sizeof *f);
 	snprintf(f->name, sizeof f->name, "%s", name);
 	f->requests = requests;
+	f->submit_p99_ms = -1;
 	/* Room for every task at once: the quota is never what holds a task back here. */
 	char team[256];
 	snprintf(team, sizeof team,
@@ -61,13 +62,40 @@ void h_faults_start(struct h_faults *f, const char *name, long requests,
 			       "--closed", "--connections", "4", "--count", count,
 			       "--mix", "submit=80,replay=10,cancel=10", "--mem", "16", "--core",
 			       "1", "--task-seconds", "1", "--timeout", "5", "--acked", f->acked,
-			       NULL };
+			       "--json", NULL };
 	f->started_ms = clock_mono_ms();
 	if (h_proc_start(&f->load, argv, NULL, NULL, 0) < 0)
 		t_fail(__FILE__, __LINE__, "cannot start gwb-load");
 	/* gwb-load exits 1 when the fault made requests fail, which is expected here: its exit
 	 * is not checked, only what the server holds afterwards. */
 	h_proc_exempt(&f->load);
+}
+
+/* The submissions' p99 latency in gwb-load's JSON summary (its last line starting with '{'),
+ * or -1 when there is none. */
+static double load_submit_p99(const char *log)
+{
+	FILE *fp = fopen(log, "r");
+	if (!fp)
+		return -1;
+	char *line = NULL, *last = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, fp) > 0)
+		if (line[0] == '{') {
+			free(last);
+			last = strdup(line);
+		}
+	free(line);
+	fclose(fp);
+	json_t *j = last ? json_loads(last, 0, NULL) : NULL;
+	free(last);
+	json_t *p99 = json_object_get(
+		json_object_get(json_object_get(json_object_get(j, "operations"), "submit"),
+				"latency_ms"),
+		"p99");
+	double v = json_is_number(p99) ? json_number_value(p99) : -1;
+	json_decref(j);
+	return v;
 }
 
 int h_faults_loading(struct h_faults *f)
@@ -88,6 +116,7 @@ void h_faults_load_wait(struct h_faults *f, int timeout_ms)
 	}
 	h_proc_stop(&f->load, SIGTERM, 1000); /* reaps it */
 	f->load.pid = 0;
+	f->submit_p99_ms = load_submit_p99(f->load.log);
 }
 
 void h_faults_cleared(struct h_faults *f)
@@ -273,9 +302,10 @@ void h_faults_verify(struct h_faults *f, int timeout_s)
 
 	printf("fault %s: %ld requests, acknowledged %ld, present %ld (%ld tasks in all, states "
 	       "%s), drift %ld, %ld Jobs (%ld tasks with two, %ld with no task), every task ended "
-	       "%.1f s after the fault was cleared, %.1f s after the load started\n",
+	       "%.1f s after the fault was cleared, %.1f s after the load started, submissions' "
+	       "p99 %.1f ms\n",
 	       f->name, f->requests, nacked, t.acked_present, t.listed, states ? states : "?",
-	       drift, jobs, dups, strays, recover_s, total_s);
+	       drift, jobs, dups, strays, recover_s, total_s, f->submit_p99_ms);
 	const char *report = getenv("GWB_FAULTS_REPORT");
 	FILE *fp = report && *report ? fopen(report, "a") : NULL;
 	if (fp) {
@@ -287,6 +317,8 @@ void h_faults_verify(struct h_faults *f, int timeout_s)
 					 (json_int_t)jobs, "tasks_with_two_jobs", (json_int_t)dups,
 					 "jobs_without_task", (json_int_t)strays, "recover_s",
 					 recover_s, "total_s", total_s);
+		if (line && f->submit_p99_ms >= 0)
+			json_object_set_new(line, "submit_p99_ms", json_real(f->submit_p99_ms));
 		char *s = dumps(line);
 		if (s)
 			fprintf(fp, "%s\n", s);

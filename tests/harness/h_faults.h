@@ -9,7 +9,9 @@
  *   - the cluster holds at most one Job per task.
  *
  * Each case prints one figure line (acknowledged, present, drift, Jobs, the time until every
- * task ended counted from the moment the fault was cleared and from the start of the load) and, when GWB_FAULTS_REPORT names a file, appends it there
+ * task ended counted from the moment the fault was cleared and from the start of the load,
+ * the submissions' p99 latency as gwb-load saw it) and, when GWB_FAULTS_REPORT names a file,
+ * appends it there
  * as one JSON object per line. GWB_FAULTS_LONG=1 (make test-faults) selects each case's long
  * form: more requests and more repetitions of the fault. */
 #ifndef GWB_H_FAULTS_H
@@ -29,6 +31,7 @@ struct h_faults {
 	int64_t started_ms;   /* when gwb-load started */
 	int64_t cleared_ms;   /* when the case cleared its fault (0: at the verification) */
 	char listen[300];     /* GWB_LISTEN=host:port, so a restarted server keeps its URL */
+	double submit_p99_ms; /* gwb-load's submissions' p99 latency (-1: not known) */
 };
 
 /* 1 when the long forms run (GWB_FAULTS_LONG set and not "0"). */
