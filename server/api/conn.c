@@ -23,7 +23,7 @@
 #include "lib/log.h"
 #include "lib/prom.h"
 #include "lib/strmap.h"
-#include "server/api/framing.h"
+#include "lib/framing.h"
 
 /* How long the listener stays paused after running out of descriptors, and how often at
  * most a pause or the refusals are logged (ms). */

@@ -1,6 +1,6 @@
 /* The connection guard: what the front door does below HTTP requests. It pauses the listener
  * when the process runs out of descriptors, caps connections (in all and per address), reads
- * every request's framing before libevent does (server/api/framing.h) and holds each head
+ * every request's framing before libevent does (lib/framing.h) and holds each head
  * and body to a deadline that does not restart with every byte. */
 #ifndef GWB_SERVER_API_CONN_H
 #define GWB_SERVER_API_CONN_H

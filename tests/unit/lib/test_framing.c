@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/api/framing.h"
+#include "lib/framing.h"
 #include "tests/harness/t.h"
 
 #define MAX_HEAD 1024

@@ -3,8 +3,8 @@
  * begin and end (for the deadlines) and refuses what libevent would accept but another reader
  * of the same bytes (a proxy in front) could frame differently: request smuggling. It keeps a
  * few hundred bytes per connection, never a whole line. */
-#ifndef GWB_SERVER_API_FRAMING_H
-#define GWB_SERVER_API_FRAMING_H
+#ifndef GWB_LIB_FRAMING_H
+#define GWB_LIB_FRAMING_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
-/* HTTP/1.1 framing as the front door reads it (server/api/framing.h): one state machine over
+/* HTTP/1.1 framing as the front door reads it (lib/framing.h): one state machine over
  * the connection's bytes, a request line, header lines, then a body by Content-Length or by
  * chunks. Line ends are CRLF or a bare LF (as libevent reads them); a bare CR is refused. */
-#include "server/api/framing.h"
+#include "lib/framing.h"
 
 #include <string.h>
 #include <strings.h>
