@@ -82,13 +82,13 @@ static double load_submit_p99(const char *log)
 	size_t cap = 0;
 	while (getline(&line, &cap, fp) > 0)
 		if (line[0] == '{') {
-			free(last);
-			last = strdup(line);
+			gwb_free(last);
+			last = gwb_strdup(line);
 		}
-	free(line);
+	free(line); /* banned-ok: getline's buffer */
 	fclose(fp);
 	json_t *j = last ? json_loads(last, 0, NULL) : NULL;
-	free(last);
+	gwb_free(last);
 	json_t *p99 = json_object_get(
 		json_object_get(json_object_get(json_object_get(j, "operations"), "submit"),
 				"latency_ms"),
