@@ -70,6 +70,10 @@ void h_kubesim_start(struct h_kubesim *k)
 				 k->state, "--control-socket", k->ctl, "--worker", k->worker,
 				 "--log-level", "debug" };
 	int n = 11;
+	if (k->exec_allow[0]) {
+		argv[n++] = "--exec-allow";
+		argv[n++] = k->exec_allow;
+	}
 	for (int i = 0; k->args[i] && n < 47; i++)
 		argv[n++] = k->args[i];
 	argv[n] = NULL;

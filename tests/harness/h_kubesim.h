@@ -21,6 +21,8 @@ struct h_kubesim {
 	char state[PATH_MAX];      /* --state-dir */
 	char worker[PATH_MAX];     /* --worker; the default script unless changed before start */
 	const char *args[32];      /* extra flags, NULL-terminated; set before start */
+	char exec_allow[1024];     /* --exec-allow: programs besides the worker a container may
+				    * run ("" none; comma-separated); set before start */
 };
 
 /* Fills defaults and writes the default worker script (see h_kubesim.c) into the case folder. */
