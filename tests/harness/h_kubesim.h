@@ -85,6 +85,12 @@ struct h_watch {
  * application/json. Returns 0, or -1 when no answer came within 5 s. */
 int h_watch_open(struct h_watch *w, const struct h_kubesim *k, const char *path,
 		 const char *accept);
+/* The same against any http:// server, with a bearer token (NULL: none). */
+int h_watch_open_url(struct h_watch *w, const char *url, const char *path, const char *token,
+		     const char *accept);
+/* The next newline-ended line of the body without its newline (gwb_malloc'd), or NULL when
+ * none comes within timeout_ms or the stream ended (see w->ended). */
+char *h_watch_line(struct h_watch *w, int timeout_ms);
 /* The next newline-ended event (caller decrefs), or NULL when none comes within timeout_ms
  * or the stream ended (see w->ended). */
 json_t *h_watch_next(struct h_watch *w, int timeout_ms);
