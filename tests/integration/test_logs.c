@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "lib/alloc.h"
 #include "lib/clock.h"
@@ -302,4 +303,91 @@ TEST_T(logs_no_pod_yet, 30)
 	/* The checks come first: a bad query is still a 400, another team's task a 404. */
 	CHECK_INT(get_logs(srv.proc.url, id, "?tail=x", TOK, &r), 400);
 	h_resp_free(&r);
+}
+
+/* Runs gwbctl with args (a word list built by the case) against url with token; returns its
+ * stdout (gwb_malloc'd), its stderr in err (gwb_malloc'd) and its exit code. */
+static char *gwbctl(const char *url, const char *token, const char *args, int *code, char **err)
+{
+	char cmd[4096];
+	const char *errpath = h_path("gwbctl.err");
+	snprintf(cmd, sizeof cmd, "GWB_URL=%s GWB_TOKEN=%s '%s' %s 2>%s", url, token,
+		 h_bin("gwbctl"), args, errpath);
+	fflush(stdout);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	char *out = h_read_all(fileno(p));
+	int st = pclose(p);
+	*code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	FILE *f = fopen(errpath, "r");
+	CHECK(f != NULL);
+	*err = h_read_all(fileno(f));
+	fclose(f);
+	return out;
+}
+
+TEST_T(logs_gwbctl, 60)
+{
+	struct stack st;
+	start(&st, NULL);
+	const char *url = st.srv.proc.url;
+	const char *id = submit(url, 30);
+	char want[128], args[256], exp[256];
+	snprintf(want, sizeof want, "task=%s line=300\n", id);
+	wait_last_line(url, id, want);
+	int code;
+	char *err;
+	snprintf(args, sizeof args, "logs %s --tail 2", id);
+	char *out = gwbctl(url, TOK, args, &code, &err);
+	snprintf(exp, sizeof exp, "task=%s line=299\ntask=%s line=300\n", id, id);
+	CHECKF(code == 0, "exit %d: %s", code, err);
+	CHECK_STR(out, exp);
+	gwb_free(out);
+	gwb_free(err);
+	/* -f on a container that ended: its last lines, then the end of the stream. */
+	open_gate(id);
+	snprintf(want, sizeof want, "task=%s end\n", id);
+	wait_last_line(url, id, want);
+	snprintf(args, sizeof args, "logs -f %s --tail=2", id);
+	out = gwbctl(url, TOK, args, &code, &err);
+	snprintf(exp, sizeof exp, "task=%s line=300\ntask=%s end\n", id, id);
+	CHECKF(code == 0, "exit %d: %s", code, err);
+	CHECK_STR(out, exp);
+	gwb_free(out);
+	gwb_free(err);
+
+	static const struct {
+		const char *args, *err;
+		int code;
+	} bad[] = {
+		{ "logs", "logs: expected one task id", 2 },
+		{ "logs a b", "logs: unexpected argument", 2 },
+		{ "logs ID --tail x", "--tail must be a whole number", 2 },
+		{ "logs ID --tail 10001", "--tail must be a whole number", 2 },
+		{ "logs ID --tail", "--tail needs a value", 2 },
+		{ "logs ID --follow=1", "--follow takes no value", 2 },
+		{ "logs no-such-task", "HTTP 404 not_found", 1 },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char a[256];
+		const char *at = strstr(bad[i].args, "ID");
+		if (at)
+			snprintf(a, sizeof a, "%.*s%s%s", (int)(at - bad[i].args), bad[i].args, id,
+				 at + 2);
+		else
+			snprintf(a, sizeof a, "%s", bad[i].args);
+		out = gwbctl(url, TOK, a, &code, &err);
+		CHECKF(code == bad[i].code && strstr(err, bad[i].err), "%s: exit %d: %s", a, code,
+		       err);
+		gwb_free(out);
+		gwb_free(err);
+	}
+	/* Another team's token: the task is not found, exit 1 (stdout, not a terminal, gets the
+	 * error body as every command gives it, and no log). */
+	snprintf(args, sizeof args, "logs %s", id);
+	out = gwbctl(url, BETA, args, &code, &err);
+	CHECKF(code == 1 && strstr(err, "HTTP 404 not_found"), "exit %d: %s", code, err);
+	CHECKF(strstr(out, "\"not_found\"") && !strstr(out, "task="), "%s", out);
+	gwb_free(out);
+	gwb_free(err);
 }
