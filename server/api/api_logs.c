@@ -2,9 +2,11 @@
  * server's pods/log (on kubesim as on a cluster) as text/plain. A read asks for the last
  * tail lines and at most LOGS_MAX_BYTES; a follow streams them and what the container writes
  * next (chunked) until the container ends, the stream reaches LOGS_FOLLOW_MAX_BYTES, or the
- * client goes. Nothing here waits: the Kubernetes client runs on the loop, a followed stream's
- * bytes are passed on as they come, and a client that leaves more than LOGS_UNSENT_MAX unread
- * is closed. A team sees only its own tasks' logs (another team's task is an unknown one). */
+ * client goes. Nothing here waits: the Kubernetes client runs on the loop and a followed
+ * stream's bytes are passed on as they come; the client sets the pace: past LOGS_UNSENT_MAX
+ * unsent bytes the stream from the API server pauses until they are written, and a client that
+ * reads nothing for LOGS_STALL_MS is closed. A team sees only its own tasks' logs (another
+ * team's task is an unknown one). */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -17,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "lib/alloc.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/api/api.h"
@@ -30,8 +33,12 @@
 #define LOGS_MAX_BYTES (1 << 20)
 /* Bytes of a followed stream at most, the tail included: the client reconnects for more. */
 #define LOGS_FOLLOW_MAX_BYTES (64 << 20)
-/* Unsent bytes a followed stream's client may leave before it is closed. */
+/* Unsent bytes of a followed stream past which reading from the API server pauses. */
 #define LOGS_UNSENT_MAX (1 << 20)
+/* A followed stream paused this long (its client reads nothing) is closed. */
+#define LOGS_STALL_MS 60000
+/* Bytes the Kubernetes client may hold between two deliveries (libcurl reads in bursts). */
+#define LOGS_KUBE_BUFFER (4 << 20)
 /* Followed streams one token may hold (the server's total is KUBE_STREAM_SLOTS). */
 #define LOGS_FOLLOW_PER_TOKEN 4
 #define LOGS_TIMEOUT_MS 15000
@@ -45,6 +52,8 @@ struct logreq {
 	struct kube *kube;
 	long kid;               /* the kube_stream, 0 once it ended */
 	int follow, started;
+	int paused;             /* a follow: reading from the API server waits for the client */
+	int64_t paused_ms;      /* monotonic, since when */
 	struct evbuffer *body;  /* a read's answer so far */
 	struct event *peek;     /* a follow: the client check */
 	char id[40], owner[64]; /* the task; the team whose token asked ("" the admin's) */
@@ -216,8 +225,24 @@ static void follow_peek(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct logreq *l = arg;
+	if (l->paused && clock_mono_ms() - l->paused_ms >= LOGS_STALL_MS) {
+		log_warn("logs", "stalled_client_dropped", "task=%s unsent=%zu", l->id,
+			 unsent_bytes(l->r.ev));
+		return follow_stop(l, 1);
+	}
 	if (peer_closed(l->r.ev))
 		follow_stop(l, 1);
+}
+
+/* evhttp wrote everything it held for the client: reading resumes. */
+static void follow_drained(struct evhttp_connection *conn, void *arg)
+{
+	(void)conn;
+	struct logreq *l = arg;
+	if (!l->paused)
+		return;
+	l->paused = 0;
+	kube_stream_pause(l->kube, l->kid, 0);
 }
 
 /* The answer began (2xx): the reply starts, chunked. */
@@ -243,15 +268,17 @@ static void follow_data(void *arg, const char *data, size_t len)
 		follow_start(l);
 	if (!len)
 		return;
-	if (unsent_bytes(l->r.ev) > LOGS_UNSENT_MAX) {
-		log_warn("logs", "slow_client_dropped", "task=%s unsent=%zu", l->id,
-			 unsent_bytes(l->r.ev));
-		return follow_stop(l, 1);
-	}
 	struct evbuffer *b = evbuffer_new();
 	evbuffer_add(b, data, len);
-	evhttp_send_reply_chunk(l->r.ev, b);
+	evhttp_send_reply_chunk_with_cb(l->r.ev, b, follow_drained, l);
 	evbuffer_free(b);
+	if (!l->paused && unsent_bytes(l->r.ev) > LOGS_UNSENT_MAX) {
+		l->paused = 1;
+		l->paused_ms = clock_mono_ms();
+		kube_stream_pause(l->kube, l->kid, 1);
+		log_debug("logs", "follow_paused", "task=%s unsent=%zu", l->id,
+			  unsent_bytes(l->r.ev));
+	}
 }
 
 static void follow_end(void *arg, const struct kube_result *res)
@@ -359,7 +386,7 @@ void api_task_logs(struct req *r, const char *id)
 	snprintf(l->owner, sizeof l->owner, "%s", owner);
 	if (!follow)
 		l->body = evbuffer_new();
-	long kid = kube_stream(l->kube, path, follow, LOGS_TIMEOUT_MS, LOGS_MAX_BYTES + 65536,
+	long kid = kube_stream(l->kube, path, follow, LOGS_TIMEOUT_MS, LOGS_KUBE_BUFFER,
 			       follow ? follow_data : read_data, follow ? follow_end : read_end,
 			       l);
 	if (kid < 0) {

@@ -758,6 +758,17 @@ long kube_stream(struct kube *k, const char *path, int long_running, int timeout
 	return r->id;
 }
 
+void kube_stream_pause(struct kube *k, long id, int pause)
+{
+	for (struct kreq *r = k->reqs; r; r = r->next) {
+		if (r->id != id || !r->is_stream || r->cancelled)
+			continue;
+		if (r->state == KR_SENT)
+			curl_easy_pause(r->easy, pause ? CURLPAUSE_RECV : CURLPAUSE_CONT);
+		return;
+	}
+}
+
 void kube_cancel(struct kube *k, long id)
 {
 	for (struct kreq *r = k->reqs; r; r = r->next) {

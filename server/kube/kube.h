@@ -136,6 +136,11 @@ long kube_watch(struct kube *k, const char *path, size_t max_line, int idle_s,
 long kube_stream(struct kube *k, const char *path, int long_running, int timeout_ms,
 		 size_t max_buffer, kube_data_fn data, kube_end_fn end, void *arg);
 
+/* Stops (pause 1) or resumes (0) reading stream id's answer, so that its owner's reader sets
+ * the pace: the API server's side waits on TCP. Unknown ids are ignored. Safe inside any
+ * callback of this client. */
+void kube_stream_pause(struct kube *k, long id, int pause);
+
 /* Cancels a request or watch by id; its callbacks never fire afterwards. Unknown ids are
  * ignored. Safe to call from inside any callback of this client. */
 void kube_cancel(struct kube *k, long id);

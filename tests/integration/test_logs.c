@@ -17,12 +17,12 @@
 #define TOK "alpha-token-1"
 #define BETA "beta-token-1"
 
-/* Lines 1 to 300 ("task=ID line=N"), then 100 MiB of 999-byte lines when the duration is 77,
- * then waits for <case>/gate-ID and writes "task=ID end". */
+/* Lines 1 to 300 ("task=ID line=N"), with 100 MiB of 999-byte lines after the first when the
+ * duration is 77, then waits for <case>/gate-ID and writes "task=ID end". */
 static const char worker_body[] =
 	"echo \"task=$GWB_TASK_ID line=1\"\n"
 	"if [ \"$GWB_DURATION_SECONDS\" = 77 ]; then yes \"$(printf '%%0998d' 0)\" |"
-	" head -c 104857600; fi\n"
+	" head -n 104962; fi\n"
 	"i=2; while [ $i -le 300 ]; do echo \"task=$GWB_TASK_ID line=$i\"; i=$((i+1)); done\n"
 	"while [ ! -e \"%s/gate-$GWB_TASK_ID\" ]; do sleep 0.05; done\n"
 	"echo \"task=$GWB_TASK_ID end\"\n";
@@ -254,7 +254,36 @@ TEST_T(logs_big_log_bounded, 90)
 	CHECK_INT(get_logs(url, id, "?tail=300", TOK, &r), 200);
 	CHECK_INT(count_lines(r.body), 300);
 	h_resp_free(&r);
+	/* Followed, 10,000 lines of it (10 MB) to a client that reads nothing for a while: the
+	 * reader sets the pace and gets every line, in order, then the end. */
+	char path[256];
+	snprintf(path, sizeof path, "/v1/tasks/%s/logs?tail=10000&follow=true", id);
+	struct h_watch w;
+	CHECK(h_watch_open_url(&w, url, path, TOK, "text/plain") == 0);
+	CHECK_INT(w.status, 200);
+	h_sleep_ms(500);
+	int n = 0;
+	char *line;
+	for (;;) {
+		line = h_watch_line(&w, 15000);
+		CHECKF(line, "the stream stopped after %d lines", n);
+		n++;
+		if (strncmp(line, "task=", 5) == 0)
+			break;
+		CHECKF(strlen(line) == 998, "line %d: %zu bytes", n, strlen(line));
+		gwb_free(line);
+	}
+	gwb_free(line);
+	CHECK_INT(n, 10000 - 298); /* the x lines, then line=2 (line=1 came first of all) */
 	open_gate(id);
+	int rest = 0;
+	while ((line = h_watch_line(&w, 15000)) != NULL) {
+		rest++;
+		gwb_free(line);
+	}
+	CHECKF(w.ended, "the stream did not end with the container");
+	CHECK_INT(rest, 298 + 1); /* line=3 to line=300, then the end */
+	h_watch_close(&w);
 }
 
 /* A task whose Pod cannot be scheduled has a Pod whose container never started: 409 with the
