@@ -324,9 +324,11 @@ static void arm_wake(struct kube *k, int64_t ms)
 static void dispatch(struct kube *k)
 {
 	int64_t now = clock_mono_ms();
-	for (struct kreq *r = k->reqs; r; r = r->next)
+	for (struct kreq *r = k->reqs, *next; r; r = next) {
+		next = r->next; /* a send that cannot start ends (and frees) r */
 		if (r->long_running && r->state == KR_QUEUED && !r->cancelled)
 			send_req(k, r, now);
+	}
 	for (;;) {
 		struct kubeflow_item *it = kubeflow_next(&k->queue, now, k->watches < KUBE_WATCH_SLOTS,
 							 k->inflight < k->max_inflight);
