@@ -202,6 +202,33 @@ TEST_T(kubesim_exec_denied_program_never_runs, 30)
 	/* Nothing runs, so a graceful delete has nothing to wait for. */
 	CHECK_INT(h_kube(&k, "DELETE", PODS "/abs?gracePeriodSeconds=30", NULL, NULL, NULL), 200);
 	json_decref(h_kube_wait(&k, PODS "/abs", h_pred_gone, NULL, 10000, "abs gone"));
+	/* An allowed program that cannot be created as asked: a workingDir that is not an
+	 * existing absolute folder, more arguments than a container may have. */
+	make_pod(&k, "nowd", "{\"command\": [\"/bin/echo\"], \"workingDir\": \"/no/such/dir\"}",
+		 NULL);
+	make_pod(&k, "relwd", "{\"command\": [\"/bin/echo\"], \"workingDir\": \"tmp\"}", NULL);
+	json_t *many = json_array();
+	for (int i = 0; i < 4097; i++)
+		json_array_append_new(many, json_string("x"));
+	json_t *c = json_pack("{s:[s], s:o}", "command", "/bin/echo", "args", many);
+	char *ctext = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	make_pod(&k, "manyargs", ctext, NULL);
+	gwb_free(ctext);
+	static const struct {
+		const char *pod, *says;
+	} why[] = { { "nowd", "workingDir \"/no/such/dir\": No such file or directory" },
+		    { "relwd", "workingDir \"tmp\": not an absolute path" },
+		    { "manyargs", "4097 arguments, more than 4096" } };
+	for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
+		char path[256];
+		snprintf(path, sizeof path, PODS "/%s", why[i].pod);
+		json_t *p = h_kube_wait(&k, path, pred_waiting, "CreateContainerError", 10000,
+					why[i].pod);
+		const char *msg = ctr_str(p, "waiting", "message");
+		CHECKF(msg && strstr(msg, why[i].says), "%s: %s", why[i].pod, msg ? msg : "(none)");
+		json_decref(p);
+	}
 	/* The node's deadline holds for a container that never started. */
 	make_pod(&k, "late", "{\"command\": [\"/bin/sh\", \"-c\", \"true\"]}",
 		 "{\"activeDeadlineSeconds\": 1}");

@@ -450,7 +450,7 @@ static char **container_argv(const struct kubelet *k, const json_t *ctr, char *w
 	if (!program)
 		return NULL;
 	json_t *cmd = json_object_get(ctr, "command"), *args = json_object_get(ctr, "args");
-	size_t n = json_array_size(cmd) + json_array_size(args);
+	size_t ncmd = json_array_size(cmd), n = (ncmd ? ncmd - 1 : 0) + json_array_size(args);
 	if (n > MAX_ARGS) {
 		snprintf(why, len, "failed to create container: %zu arguments, more than %d", n,
 			 MAX_ARGS);
