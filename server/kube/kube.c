@@ -748,6 +748,8 @@ long kube_stream(struct kube *k, const char *path, int long_running, int timeout
 	r->arg = arg;
 	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	if (!long_running) {
+		/* The queue's last class: a log read never holds the reconciler's work back. */
+		r->qi.cls = KUBEFLOW_CREATE;
 		curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 		return req_start(k, r);
 	}

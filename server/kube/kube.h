@@ -21,7 +21,8 @@
  * is paced and watches are never starved.
  *
  * Streams of text (pods/log) are delivered as their bytes come. A short one (a log read
- * whole) is a request like any other; a long-running one (a followed log, open as long as the
+ * whole) is a request like any other, queued in the last class (with the creates); a
+ * long-running one (a followed log, open as long as the
  * container runs) takes none of the queue's slots: it has KUBE_STREAM_SLOTS of its own, is
  * sent at the next safe point, and one more is refused at once. */
 #ifndef GWB_KUBE_H
