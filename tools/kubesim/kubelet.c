@@ -5,6 +5,8 @@
  *
  *   container:  STARTING --started--> RUNNING --exit--> EXITED
  *               STARTING --exec failed--> EXITED (StartError)
+ *               WAITING (not allowed, or not creatable: CreateContainerError, nothing runs)
+ *                   --deleted or deadline--> EXITED (ContainerStatusUnknown, 137)
  *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
  *
  * A stop asked of a STARTING container waits for its pid. A pod is not written while one of
