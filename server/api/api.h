@@ -100,6 +100,8 @@ void api_tasks_spares_free(struct api_ctx *api);
 void api_tasks_list(struct req *r);
 void api_task_get(struct req *r, const char *id);
 void api_task_events(struct req *r, const char *id);
+/* GET /v1/tasks/{id}/logs (server/api/api_logs.c): the task's Pod log, read or followed. */
+void api_task_logs(struct req *r, const char *id);
 /* POST /v1/tasks/{id}/cancel (server/api/api_cancel.c). */
 void api_task_cancel(struct req *r, const char *id);
 void api_teams_list(struct req *r);

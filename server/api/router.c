@@ -87,6 +87,8 @@ static void route_v1(struct req *r)
 				return api_task_events(r, r->segs[2]);
 			return method_not_allowed(r, "GET, HEAD");
 		}
+		if (r->nsegs == 4 && seg_is(r, 3, "logs"))
+			return get ? api_task_logs(r, r->segs[2]) : method_not_allowed(r, "GET, HEAD");
 		if (r->nsegs == 4 && seg_is(r, 3, "cancel")) {
 			if (post)
 				return api_task_cancel(r, r->segs[2]);

@@ -51,6 +51,8 @@
       "detail.title": "Task", "detail.cancel": "Cancel task", "detail.close": "Close",
       "detail.pending": "Why it waits", "detail.allocation": "Allocation (the scheduler's annotation)",
       "detail.usage": "Usage", "detail.timeline": "Timeline",
+      "detail.log": "Log (its last lines)", "detail.logrefresh": "Refresh the log",
+      "log.empty": "(the log is empty)", "log.read": "The last {n} lines, read {at}; refreshed every few seconds while it runs.",
       "detail.noalloc": "(no allocation yet: the scheduler has not placed the Pod)",
       "detail.nopending": "It is not waiting.",
       "detail.cancelled": "Cancel requested ({status}: {what}).",
@@ -129,6 +131,8 @@
       "detail.title": "任务", "detail.cancel": "取消任务", "detail.close": "关闭",
       "detail.pending": "为什么在等待", "detail.allocation": "分配（调度器的注解）",
       "detail.usage": "使用量", "detail.timeline": "时间线",
+      "detail.log": "日志（最后几行）", "detail.logrefresh": "刷新日志",
+      "log.empty": "（日志为空）", "log.read": "最后 {n} 行，读取于 {at}；运行期间每隔几秒刷新。",
       "detail.noalloc": "（尚无分配：调度器还没有放置 Pod）",
       "detail.nopending": "没有在等待。",
       "detail.cancelled": "已请求取消（{status}：{what}）。",
@@ -650,7 +654,11 @@
     $("d-id").textContent = id;
     $("d-cancel-msg").textContent = "";
     renderTasks();
+    $("d-log").textContent = "";
+    $("d-log-msg").textContent = "";
     await loadDetail();
+    loadLog();
+    watchLog();
     $("detail-section").focus();
   }
   async function loadDetail() {
@@ -662,10 +670,41 @@
         api("GET", "/v1/tasks/" + encodeURIComponent(id) + "/events")]);
     } catch (e) { return; }
     if (S.selected !== id || a.status !== 200) return;
+    const was = S.selectedTask && S.selectedTask.task.id === id ? S.selectedTask.task.state : null;
     S.selectedTask = { task: a.json, events: b.status === 200 ? b.json.events : [] };
     const tk = a.json;
+    if (was === "running" && tk.state !== "running") loadLog(); /* its last lines */
     upsertTask(tk.id, { state: tk.state, reason: tk.reason });
     renderDetail(S.selectedTask.task, S.selectedTask.events);
+  }
+  // The log's last lines (GET /v1/tasks/{id}/logs), as text; an error says what the API said.
+  const LOG_TAIL = 50, LOG_EVERY_MS = 3000;
+  let logTimer = null;
+  async function loadLog() {
+    const id = S.selected;
+    if (!id) return;
+    let r;
+    try { r = await api("GET", "/v1/tasks/" + encodeURIComponent(id) + "/logs?tail=" + LOG_TAIL); } catch (e) { return; }
+    if (S.selected !== id) return;
+    const pre = $("d-log"), msg = $("d-log-msg");
+    pre.dataset.status = String(r.status);
+    if (r.status === 200) {
+      pre.textContent = r.text || t("log.empty");
+      msg.textContent = t("log.read", { n: LOG_TAIL, at: fmtTime(new Date().toISOString()) });
+    } else {
+      pre.textContent = "";
+      msg.textContent = r.json && r.json.error ? r.status + " " + r.json.error.code + ": " + r.json.error.message
+        : "HTTP " + r.status;
+    }
+  }
+  // While the selected task runs, its log is read again every few seconds.
+  function watchLog() {
+    if (logTimer) return;
+    logTimer = setInterval(() => {
+      const sel = S.selectedTask && S.selectedTask.task;
+      if (!S.selected) { clearInterval(logTimer); logTimer = null; return; }
+      if (sel && sel.id === S.selected && sel.state === "running") loadLog();
+    }, LOG_EVERY_MS);
   }
   function kv(dl, key, ...vals) {
     dl.append(el("dt", { text: t(key) }), el("dd", {}, ...vals));
@@ -990,6 +1029,7 @@
     $("new-key").addEventListener("click", () => { S.formKey = newKey(); $("idem-key").textContent = S.formKey; });
     $("state-filter").addEventListener("change", renderTasks);
     $("cancel").addEventListener("click", cancelSelected);
+    $("d-log-refresh").addEventListener("click", loadLog);
     $("d-close").addEventListener("click", () => { S.selected = null; S.selectedTask = null; $("detail-section").hidden = true; renderTasks(); });
     $("team-form").addEventListener("submit", saveTeam);
     // Escape closes the opened task and puts the focus back on its row.

@@ -337,6 +337,12 @@ def case_submit_flow(c):
           "usage says unknown: %r" % usage.text)
     check(len(c.qq('[data-testid="timeline"] li')) >= 3, "a timeline with the state changes")
     c.shot("details")
+    # The log's last lines, read through the API (the worker's JSON lines), and its refresh.
+    log_sel = '[data-testid="task-detail"] [data-testid="log"]'
+    wait_for("the worker's log in the details", lambda: '"work_started"' in c.q(log_sel).text)
+    check(c.q(log_sel).get_attribute("data-status") == "200", "the log was read: 200")
+    c.q("#d-log-refresh").click()
+    wait_for("the log after a refresh", lambda: '"work_started"' in c.q(log_sel).text)
 
     # The same key and the same fields: the first task, 200.
     c.clear_result()

@@ -69,6 +69,7 @@ TEST(deploy_rbac_grants_what_the_reconciler_does)
 	verbs(role, "batch", "jobs", (const char *const[]){ "get", "list", "watch", "create",
 							    "patch", NULL });
 	verbs(role, "", "pods", (const char *const[]){ "get", "list", "watch", NULL });
+	verbs(role, "", "pods/log", (const char *const[]){ "get", NULL });
 	verbs(role, "", "events", (const char *const[]){ "list", "watch", NULL });
 	json_t *cr = find(docs, "ClusterRole", "gwb-server-read");
 	verbs(cr, "scheduling.koordinator.sh", "devices",
