@@ -227,7 +227,7 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	 * read after the outbox's rows. */
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 100, 100, NULL, 1, &created), 0);
-	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal"};
+	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal", NULL };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	int64_t late = store_task_id_seq(res.task_id);
@@ -315,7 +315,7 @@ TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_la
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 1);
 	/* A new task is its own create intent, after the outbox's row. */
-	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal"};
+	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal", NULL };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	char want[64];
@@ -683,7 +683,7 @@ TEST(store_new_file_has_small_pages_an_old_one_keeps_its_own)
 	t_defer(close_store, s);
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 1000, 100, NULL, 1, &created), 0);
-	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal"};
+	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal", NULL };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK(sqlite3_open(old, &h) == SQLITE_OK);
