@@ -227,6 +227,24 @@ TEST_T(workload_worker_pod_is_restricted_and_still_runs, 90)
 	json_decref(wait_field(&st, id, "state", "succeeded", 30000));
 }
 
+/* `gwbctl get id` against the stack's server: its text output (gwb_malloc'd). */
+static char *gwbctl_get(struct h_stack *st, const char *id)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "GWB_URL=%s GWB_TOKEN=%s '%s' -o text get %s 2>&1",
+		 st->srv.proc.url, TOK, h_bin("gwbctl"), id);
+	fflush(stdout);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	size_t cap = 1 << 16, len = 0, n;
+	char *buf = gwb_malloc(cap);
+	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0)
+		len += n;
+	buf[len] = '\0';
+	CHECKF(pclose(p) == 0, "gwbctl get: %s", buf);
+	return buf;
+}
+
 TEST_T(workload_waiting_reason_is_shown_and_a_cancel_releases, 90)
 {
 	struct h_stack st;
@@ -251,6 +269,13 @@ TEST_T(workload_waiting_reason_is_shown_and_a_cancel_releases, 90)
 	CHECK_STR(js(t, "pod.waiting.message"), "/opt/not-allowed is not in the allow list");
 	CHECK_STR(js(t, "state"), "pending");
 	json_decref(t);
+	char *text = gwbctl_get(&st, id);
+	CHECKF(strstr(text, "image        busybox:1.36\n") != NULL, "%s", text);
+	CHECKF(strstr(text, "command      /opt/not-allowed\n") != NULL, "%s", text);
+	CHECKF(strstr(text, "waiting      CreateContainerError: /opt/not-allowed is not in the "
+			    "allow list\n") != NULL,
+	       "%s", text);
+	gwb_free(text);
 	struct h_resp r;
 	snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
 	h_req(&r, "POST", st.srv.proc.url, path, TOK, NULL, NULL);
