@@ -144,6 +144,27 @@ TEST(workload_each_bad_field_is_refused_by_name_writing_nothing)
 	CHECKF(r.status == 400 && strcmp(err_field(&r), "experiment") == 0, "%ld %s", r.status,
 	       r.body);
 	h_resp_free(&r);
+	/* The whole body is capped (http.max_body_bytes, 64 KiB by default): a 1 MiB env value
+	 * is refused before it is parsed. */
+	char *huge = repeat('v', 1 << 20), *hb = gwb_malloc((1 << 20) + 128);
+	sprintf(hb, "{\"image\": \"busybox:1\", \"env\": {\"A\": \"%s\"}}", huge);
+	submit(&r, &s, hb, "", NULL);
+	CHECKF(r.status == 413, "1 MiB body: %ld %.200s", r.status, r.body);
+	h_resp_free(&r);
+	gwb_free(huge);
+	gwb_free(hb);
+	/* The workload's own bound: 64 env values of 1 KiB fit the body, not the workload. */
+	char *v1k = repeat('w', 1024), *env64 = gwb_malloc(64 * 1100 + 64);
+	strcpy(env64, "{\"image\": \"busybox:1\", \"env\": {");
+	for (int i = 0; i < 60; i++)
+		sprintf(env64 + strlen(env64), "%s\"V%d\": \"%s\"", i ? ", " : "", i, v1k);
+	strcat(env64, "}}");
+	submit(&r, &s, env64, "", NULL);
+	CHECKF(r.status == 400 && strcmp(err_field(&r), "workload") == 0, "%ld %.200s", r.status,
+	       r.body);
+	h_resp_free(&r);
+	gwb_free(v1k);
+	gwb_free(env64);
 	CHECK_INT(tasks_in(&s), 0);
 	gwb_free(big);
 	gwb_free(many);
