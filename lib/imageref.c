@@ -138,8 +138,8 @@ int imageref_valid(const char *s, const char **why)
 			is_domain = s[i] >= 'A' && s[i] <= 'Z';
 		if (is_domain) {
 			if (!domain_valid(s, first))
-				return fail(why, "the registry must be a host name with an optional "
-						 ":port");
+				return fail(why, "the registry must be a host name with an "
+						 "optional :port");
 			p = first + 1;
 		}
 	}
@@ -148,8 +148,8 @@ int imageref_valid(const char *s, const char **why)
 		if (!e)
 			e = name_end;
 		if (!component_valid(p, e))
-			return fail(why, "each path component must be lowercase letters and digits, "
-					 "joined by '.', '_', '__' or '-'");
+			return fail(why, "each path component must be lowercase letters and "
+					 "digits, joined by '.', '_', '__' or '-'");
 		p = e + 1;
 	}
 	return 1;

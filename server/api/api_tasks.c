@@ -219,10 +219,10 @@ static int submission_workload(struct req *r, const json_t *body, const struct j
 	if (rc == GWB_EFORBIDDEN)
 		http_reply_error(r, 403, "image_not_allowed",
 				 json_array_size(pol.allowed_images)
-					 ? "the team may not run this image: it starts with none of "
-					   "the team's allowed prefixes"
-					 : "the team may run no image of its own (no allowed_images): "
-					   "only the simulated worker",
+					 ? "the team may not run this image: it starts with none "
+					   "of the team's allowed prefixes"
+					 : "the team may run no image of its own (no "
+					   "allowed_images): only the simulated worker",
 				 json_pack("{s:s, s:O, s:s}", "image",
 					   json_string_value(json_object_get(w, "image")),
 					   "allowed_images", pol.allowed_images, "team", team));

@@ -117,7 +117,8 @@ static int policy_parse(const json_t *o, struct team_policy *pol, struct jx_err 
 		if (i >= ALLOWED_IMAGES_MAX || !json_is_string(p) ||
 		    strlen(json_string_value(p)) != json_string_length(p) ||
 		    !imageref_prefix_valid(json_string_value(p))) {
-			snprintf(e->field, sizeof e->field, "workload_policy.allowed_images[%zu]", i);
+			snprintf(e->field, sizeof e->field, "workload_policy.allowed_images[%zu]",
+				 i);
 			snprintf(e->rule, sizeof e->rule,
 				 i >= ALLOWED_IMAGES_MAX
 					 ? "too many: at most 32 prefixes"

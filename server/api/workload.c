@@ -118,9 +118,10 @@ static int env_check(const json_t *v, struct jx_err *e)
 			return bad(e, field, rule);
 		}
 		if (env_reserved(name))
-			return bad(e, field, "is set by the GPU-sharing stack or gwb, never by a "
-					     "workload (NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_LIMIT*, "
-					     "CUDA_DEVICE_SM_LIMIT*, LD_PRELOAD, GWB_*)");
+			return bad(e, field,
+				   "is set by the GPU-sharing stack or gwb, never by a workload "
+				   "(NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_LIMIT*, "
+				   "CUDA_DEVICE_SM_LIMIT*, LD_PRELOAD, GWB_*)");
 		if (!text_ok(val, 0, WORKLOAD_ENV_VALUE_BYTES)) {
 			snprintf(rule, sizeof rule, "must be a string of at most %d bytes",
 				 WORKLOAD_ENV_VALUE_BYTES);
@@ -128,15 +129,6 @@ static int env_check(const json_t *v, struct jx_err *e)
 		}
 	}
 	return 0;
-}
-
-char *workload_cpu_format(int64_t milli, char *buf, size_t len)
-{
-	if (milli % 1000 == 0)
-		snprintf(buf, len, "%lld", (long long)(milli / 1000));
-	else
-		snprintf(buf, len, "%lldm", (long long)milli);
-	return buf;
 }
 
 /* cpu or memory: a quantity string above 0 and at most max (millicores or bytes), written
@@ -153,13 +145,13 @@ static int amount_check(const json_t *v, const char *key, int milli, int64_t max
 	if (rc || x <= 0 || x > max) {
 		snprintf(rule, sizeof rule,
 			 "must be a Kubernetes quantity above 0 and at most %s (e.g. %s)",
-			 milli ? workload_cpu_format(max, buf, sizeof buf)
+			 milli ? quantity_format_milli(max, buf, sizeof buf)
 			       : quantity_format_binary(max, buf, sizeof buf),
 			 milli ? "\"500m\" or \"2\"" : "\"512Mi\" or \"4Gi\"");
 		return bad(e, field, rule);
 	}
 	json_object_set_new(out, key,
-			    json_string(milli ? workload_cpu_format(x, buf, sizeof buf)
+			    json_string(milli ? quantity_format_milli(x, buf, sizeof buf)
 					      : quantity_format_binary(x, buf, sizeof buf)));
 	return 0;
 }
@@ -196,7 +188,8 @@ int workload_parse(const json_t *w, json_t **out, struct jx_err *e)
 	if (!rc && env)
 		rc = env_check(env, e);
 	if (!rc && wd && (!text_ok(wd, 1, WORKLOAD_PATH_BYTES) || json_string_value(wd)[0] != '/'))
-		rc = bad(e, "workload.working_dir", "must be an absolute path of at most 1024 bytes");
+		rc = bad(e, "workload.working_dir",
+			 "must be an absolute path of at most 1024 bytes");
 	if (rc)
 		return rc;
 	json_t *c = json_object();
@@ -248,7 +241,7 @@ static int amount_policy(json_t *w, const char *key, int milli, int64_t def, int
 	if (x > 0 && max > 0 && x > max) {
 		snprintf(field, sizeof field, "workload.%s", key);
 		snprintf(rule, sizeof rule, "must be at most %s (the team's maximum)",
-			 milli ? workload_cpu_format(max, buf, sizeof buf)
+			 milli ? quantity_format_milli(max, buf, sizeof buf)
 			       : quantity_format_binary(max, buf, sizeof buf));
 		return bad(e, field, rule);
 	}
@@ -258,7 +251,7 @@ static int amount_policy(json_t *w, const char *key, int milli, int64_t def, int
 	if (max > 0 && x > max)
 		x = max;
 	json_object_set_new(w, key,
-			    json_string(milli ? workload_cpu_format(x, buf, sizeof buf)
+			    json_string(milli ? quantity_format_milli(x, buf, sizeof buf)
 					      : quantity_format_binary(x, buf, sizeof buf)));
 	return 0;
 }

@@ -35,7 +35,4 @@ int workload_parse(const json_t *w, json_t **out, struct jx_err *e);
  * fallback, held to the maximum). 0 when w may run. */
 int workload_apply_policy(json_t *w, const struct team_policy *pol, struct jx_err *e);
 
-/* A cpu amount (millicores) as Kubernetes writes it ("500m", "2") into buf (QUANTITY_BUF). */
-char *workload_cpu_format(int64_t milli, char *buf, size_t len);
-
 #endif

@@ -139,8 +139,8 @@ json_t *jobspec_build(const struct jobspec_in *in)
 		"{s:s, s:s, s:i, s:[o], s:[{s:s, s:{s:[{s:s, s:{s:s}}]}}], s:b, s:o}",
 		"schedulerName", "koord-scheduler", "restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 10, "containers",
-		wl ? workload_container(in, wl) : worker_container(in), "volumes", "name", "podinfo",
-		"downwardAPI", "items", "path", "annotations", "fieldRef", "fieldPath",
+		wl ? workload_container(in, wl) : worker_container(in), "volumes", "name",
+		"podinfo", "downwardAPI", "items", "path", "annotations", "fieldRef", "fieldPath",
 		"metadata.annotations", "automountServiceAccountToken", 0, "securityContext",
 		pod_security());
 	if (strcmp(in->qos, "BE") == 0)

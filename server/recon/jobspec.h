@@ -23,7 +23,7 @@ struct jobspec_in {
 	const char *isolation;    /* koordinator.sh/gpu-isolation-provider value, "" for none */
 	int suspend;              /* 1: the cancel marker, created already suspended */
 	int64_t ttl_seconds;      /* ttlSecondsAfterFinished; 0 keeps finished Jobs */
-	const char *workload;     /* the team's container (canonical JSON), "" or NULL: the worker */
+	const char *workload;     /* the team's container (canonical JSON); "" or NULL: worker */
 };
 
 /* The user every container of ours runs as unless its image names a non-root one: an image

@@ -22,7 +22,8 @@ static int policy_write(struct store *s, const char *team, const struct team_pol
 {
 	sqlite3_stmt *st = store_stmt(s, "UPDATE teams SET allowed_images = ?1, "
 					 "cpu_default_milli = ?2, cpu_max_milli = ?3, "
-					 "memory_default_bytes = ?4, memory_max_bytes = ?5 WHERE name = ?6");
+					 "memory_default_bytes = ?4, memory_max_bytes = ?5 "
+					 "WHERE name = ?6");
 	if (!st)
 		return GWB_EDB;
 	char *allowed = json_array_size(pol->allowed_images) ? jx_dump(pol->allowed_images) : NULL;
@@ -151,19 +152,15 @@ static void policy_of_row(sqlite3_stmt *st, int col, struct team_policy *pol)
 static json_t *cpu_json(int64_t milli)
 {
 	char buf[QUANTITY_BUF];
-	if (milli <= 0)
-		return json_null();
-	if (milli % 1000 == 0)
-		snprintf(buf, sizeof buf, "%lld", (long long)(milli / 1000));
-	else
-		snprintf(buf, sizeof buf, "%lldm", (long long)milli);
-	return json_string(buf);
+	return milli > 0 ? json_string(quantity_format_milli(milli, buf, sizeof buf)) : json_null();
 }
 
 static json_t *memory_json(int64_t bytes)
 {
 	char buf[QUANTITY_BUF];
-	return bytes > 0 ? json_string(quantity_format_binary(bytes, buf, sizeof buf)) : json_null();
+	if (bytes <= 0)
+		return json_null();
+	return json_string(quantity_format_binary(bytes, buf, sizeof buf));
 }
 
 json_t *store_team_policy_json(const struct team_policy *pol)

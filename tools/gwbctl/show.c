@@ -146,7 +146,8 @@ void show_task(FILE *out, enum show_mode m, const json_t *task)
 	workload_text(out, json_object_get(task, "workload"));
 	const json_t *waiting = json_object_get(json_object_get(task, "pod"), "waiting");
 	if (json_is_object(waiting))
-		fprintf(out, "waiting      %s: %s\n", str(waiting, "reason"), str(waiting, "message"));
+		fprintf(out, "waiting      %s: %s\n", str(waiting, "reason"),
+			str(waiting, "message"));
 	const json_t *pending = json_object_get(task, "pending");
 	if (json_is_object(pending)) {
 		const json_t *d = json_object_get(pending, "diagnosis");
