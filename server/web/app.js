@@ -58,6 +58,8 @@
       "detail.cancelled": "Cancel requested ({status}: {what}).",
       "usage.unknown": "unknown",
       "usage.why": "Nothing measures what the process really uses on the GPU here: the quota and the allocation are budgets (what it may use), not measurements.",
+      "k.runs": "Runs", "k.worker": "the simulated worker (gwb-worker)", "k.entrypoint": "(the image's entrypoint)",
+      "k.waiting": "Container waiting",
       "k.team": "Team", "k.name": "Name", "k.request": "Request", "k.reservation": "Reservation",
       "k.released": "released {at} ({reason})", "k.held": "held",
       "k.job": "Job", "k.pod": "Pod", "k.exit": "Exit", "k.key": "Idempotency-Key",
@@ -138,6 +140,8 @@
       "detail.cancelled": "已请求取消（{status}：{what}）。",
       "usage.unknown": "未知",
       "usage.why": "这里没有任何东西测量进程在 GPU 上的真实使用量：配额和分配都是预算（允许使用多少），不是测量值。",
+      "k.runs": "运行", "k.worker": "模拟 worker（gwb-worker）", "k.entrypoint": "（镜像的入口）",
+      "k.waiting": "容器等待中",
       "k.team": "团队", "k.name": "名称", "k.request": "请求", "k.reservation": "预留",
       "k.released": "已于 {at} 释放（{reason}）", "k.held": "持有中",
       "k.job": "Job", "k.pod": "Pod", "k.exit": "退出", "k.key": "Idempotency-Key",
@@ -728,7 +732,18 @@
     const rv = tk.reservation || {};
     kv(dl, "k.reservation", (rv.gpu_memory_mib || 0) + " MiB · " + (rv.gpu_core_percent || 0) + "% — " +
       (rv.released ? t("k.released", { at: fmtTime(rv.released_at), reason: rv.release_reason || "?" }) : t("k.held")));
+    // What runs: the team's container (image and command line) or the simulated worker.
+    const wl = tk.workload;
+    if (wl) {
+      const line = (wl.command || []).concat(wl.args || []).join(" ");
+      kv(dl, "k.runs", el("code", { "data-field": "image", text: wl.image }), " ",
+        el("code", { "data-field": "command", text: line || t("k.entrypoint") }),
+        " · cpu " + (wl.cpu || "—") + " · memory " + (wl.memory || "—"));
+    } else kv(dl, "k.runs", t("k.worker"));
     const job = tk.job || {}, pod = tk.pod || {};
+    // A container that cannot start: the kubelet's reason and message, not just "pending".
+    if (pod.waiting) kv(dl, "k.waiting", el("span", { "data-field": "waiting" },
+      el("code", { text: pod.waiting.reason || "" }), pod.waiting.message ? ": " + pod.waiting.message : ""));
     kv(dl, "k.job", el("code", { text: job.name || "—" }), " uid ", el("code", { text: job.uid || "—" }),
       job.suspended ? " (suspended)" : "");
     kv(dl, "k.pod", el("code", { text: pod.name || "—" }), " uid ", el("code", { text: pod.uid || "—" }),

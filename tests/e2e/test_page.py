@@ -18,6 +18,7 @@ import tempfile
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
 
 ADMIN = "admin-secret-page"
@@ -616,8 +617,62 @@ def case_server_down(c):
     c.shot("back")
 
 
+def case_workload_details(c):
+    """a workload task's details say what runs (image, command) and, once its Pod reports a
+    container that cannot start, the kubelet's reason and message; a cancel releases it."""
+    s = c.stack
+    token = "tok-wl-0123456789"
+    st, body = s.api("PUT", "/v1/teams/wl", body={
+        "gpu_memory_mib": 20480, "gpu_core_percent": 800, "token": token,
+        "workload_policy": {"allowed_images": ["busybox"]}})
+    check(st in (200, 201), "PUT team wl: %s %s" % (st, body))
+    # Above one card: the Pod stays unscheduled; its container status is set below as a
+    # kubelet that cannot create the container would.
+    st, body = s.api("POST", "/v1/tasks", token, {
+        "team": "wl", "gpu_memory_mib": 9000, "gpu_core_percent": 10,
+        "workload": {"image": "busybox:1.36", "command": ["/opt/not-allowed", "--epochs", "3"]}})
+    check(st == 201, "submit: %s %s" % (st, body))
+    tid = body["id"]
+
+    def pod_name():
+        q = urllib.parse.quote("gwb.io/task=" + tid)
+        with urllib.request.urlopen(s.kubesim.url + "/api/v1/namespaces/gpu-workbench/pods"
+                                    "?labelSelector=" + q, timeout=10) as r:
+            items = json.loads(r.read())["items"]
+        return items[0]["metadata"]["name"] if items else None
+    name = wait_for("the task's Pod", pod_name)
+    patch = {"status": {"containerStatuses": [{
+        "name": "worker", "ready": False, "restartCount": 0, "image": "busybox:1.36",
+        "imageID": "", "state": {"waiting": {"reason": "CreateContainerError",
+                                             "message": "/opt/not-allowed is not allowed"}}}]}}
+    req = urllib.request.Request(
+        s.kubesim.url + "/api/v1/namespaces/gpu-workbench/pods/%s/status" % name,
+        data=json.dumps(patch).encode(), method="PATCH",
+        headers={"Content-Type": "application/merge-patch+json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        check(r.status == 200, "PATCH the Pod's status: %s" % r.status)
+    c.open_page(token)
+    c.wait_row_state(tid, "pending")
+    c.open_row(tid)
+    det = c.tid("task-detail")
+    wait_for("the details of the task", lambda: det.is_displayed() and
+             det.get_attribute("data-task-id") == tid)
+    image = wait_for("the image", lambda: (c.qq('[data-testid="task-detail"] [data-field="image"]') or [None])[0])
+    check(image.text == "busybox:1.36", "the image shown: %r" % image.text)
+    cmd = c.q('[data-testid="task-detail"] [data-field="command"]').text
+    check(cmd == "/opt/not-allowed --epochs 3", "the command shown: %r" % cmd)
+    waiting = wait_for("the waiting reason", lambda: (lambda e: e if e and "CreateContainerError" in e.text else None)(
+        (c.qq('[data-testid="task-detail"] [data-field="waiting"]') or [None])[0]))
+    check("/opt/not-allowed is not allowed" in waiting.text, "the message shown: %r" % waiting.text)
+    c.shot("waiting")
+    c.tid("cancel-button").click()
+    c.wait_row_state(tid, "cancelled")
+    wait_for("the quota back", lambda: c.reserved("wl") == 0)
+
+
 CASES = [
     ("submit_flow", case_submit_flow),
+    ("workload_details", case_workload_details),
     ("fragmentation", case_fragmentation),
     ("language_toggle", case_language_toggle),
     ("frontdoor_token_storage", case_frontdoor_token_storage),

@@ -106,6 +106,17 @@ TEST(deploy_server_settings_are_real_settings)
 	json_decref(docs);
 }
 
+TEST(deploy_task_namespace_enforces_the_restricted_profile)
+{
+	json_t *docs = load("deploy/gwb/00-namespaces.yaml");
+	json_t *labels = json_object_get(json_object_get(find(docs, "Namespace", "gpu-workbench"),
+							 "metadata"),
+					 "labels");
+	CHECK_STR(json_string_value(json_object_get(labels, "pod-security.kubernetes.io/enforce")),
+		  "restricted");
+	json_decref(docs);
+}
+
 TEST(deploy_every_manifest_parses)
 {
 	static const char *const files[] = { "deploy/gwb/00-namespaces.yaml",
