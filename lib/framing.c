@@ -49,6 +49,11 @@ int framing_in_head(const struct framing *f)
 	return f->phase >= P_METHOD && f->phase <= P_VALUE;
 }
 
+int64_t framing_body_read(const struct framing *f)
+{
+	return f->chunked ? f->body_bytes : f->length - f->left;
+}
+
 const struct framing_refusal *framing_refusal(const struct framing *f)
 {
 	return &f->refusal;
@@ -69,10 +74,15 @@ static enum framing_event refuse_header(struct framing *f, const char *message,
 }
 
 /* RFC 9110's tchar: the bytes of a method or a header name. */
+static const unsigned char tchar[256] = {
+	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+	['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
+};
+
 static int is_tchar(unsigned char c)
 {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
+	return tchar[c];
 }
 
 static int is_ctl(unsigned char c)

@@ -60,6 +60,8 @@ size_t framing_feed(struct framing *f, const char *p, size_t n, enum framing_eve
 int framing_in_body(const struct framing *f);
 /* 1 between FRAMING_HEAD_BEGAN and FRAMING_HEAD_ENDED. */
 int framing_in_head(const struct framing *f);
+/* The body's bytes read so far (chunks' data, or of the Content-Length). */
+int64_t framing_body_read(const struct framing *f);
 /* Why f refused (its status is 0 before any refusal). */
 const struct framing_refusal *framing_refusal(const struct framing *f);
 
