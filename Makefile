@@ -106,6 +106,17 @@ $(BUILD)/gen/web_assets.o: $(WEB_GEN)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(call comp_lib,server/api): $(BUILD)/gen/web_assets.o
 
+# The API's OpenAPI document (docs/openapi.yaml) becomes JSON (served at /v1/openapi.json) and
+# a generated C file of its bytes, in the server's archive and the test harness (which
+# validates the tests' answers against it).
+OPENAPI_GEN := $(BUILD)/gen/openapi_doc.c
+$(OPENAPI_GEN): docs/openapi.yaml tools/openapi-json.py
+	@mkdir -p $(dir $@)
+	tools/openapi-json.py docs/openapi.yaml $(BUILD)/gen/openapi.json $@
+$(BUILD)/gen/openapi_doc.o: $(OPENAPI_GEN)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(call comp_lib,server/api): $(BUILD)/gen/openapi_doc.o
+
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
