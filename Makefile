@@ -116,6 +116,7 @@ $(OPENAPI_GEN): docs/openapi.yaml tools/openapi-json.py
 $(BUILD)/gen/openapi_doc.o: $(OPENAPI_GEN)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(call comp_lib,server/api): $(BUILD)/gen/openapi_doc.o
+$(HARNESS_LIB): $(BUILD)/gen/openapi_doc.o
 
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 	@mkdir -p $(dir $@)
