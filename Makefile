@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
 #   make valgrind   unit tests and an integration subset under valgrind (no leak, no invalid access)
 #   make test-faults  the fault suite's long forms under load, with a table of their figures
+#   make test-props   the API's long property-based pass against docs/openapi.yaml
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
 #   make lab        the lab's experiments on a private stack, evidence in .runtime/evidence/
 #   make demo       start the system locally (see README)
@@ -81,7 +82,7 @@ E2E_SH       := $(wildcard tests/e2e/test_*.sh)
 E2E_BINS     += $(patsubst tests/%.sh,$(BIN)/tests/%,$(E2E_SH))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
-.PHONY: all deps test test-faults check bench demo lab clean format lint fuzz valgrind
+.PHONY: all deps test test-faults test-props test-props-run check bench demo lab clean format lint fuzz valgrind
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS) $(E2E_BINS)
 
 $(BUILD)/%.o: %.c
@@ -172,7 +173,18 @@ test-faults:
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(dir $(FAULTS_REPORT)) && rm -f $(FAULTS_REPORT)
 	@GWB_FAULTS_LONG=1 GWB_FAULTS_REPORT=$(FAULTS_REPORT) GWB_BIN=$(abspath $(BIN)) \
-	  tests/run.sh 'faults_$(T)'; rc=$$?; tools/faults-table.py $(FAULTS_REPORT); exit $$rc
+	  tests/run.sh 'faults_$(T)'; rc=$$?; tools/faults-table.py $(FAULTS_REPORT); \
+	  $(MAKE) --no-print-directory test-props-run || rc=1; exit $$rc
+
+# The property-based pass over the API (tests/e2e/test_openapi.py, case props) in its long
+# form: GWB_PROPS_COUNT requests (default 3000) generated from docs/openapi.yaml; make test
+# runs a short one.
+test-props:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-props-run
+test-props-run:
+	@GWB_PROPS_LONG=1 GWB_BIN=$(abspath $(BIN)) $(BIN)/tests/e2e/test_openapi props
 
 # The unit tests and an integration subset with gwb-server under valgrind (memcheck).
 valgrind:

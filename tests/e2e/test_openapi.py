@@ -370,6 +370,17 @@ def case_document_holds_together(tmp):
                 if m not in listed and st != 405:
                     problems.append("%s %s: not listed, and the server answers %d" % (m.upper(), templ, st))
                 problems += c.answer_violations(m.upper(), path, st, hd, json.dumps(body).encode() if body is not None else b"")
+            # Its security: an operation that needs no token answers without one, the others 401.
+            if "get" in item:
+                sec = item["get"].get("security", global_security) or []
+                public = sec == [] or {} in sec
+                if templ == "/v1/stream":
+                    st, hd, raw = stream_head(srv, path, {})
+                else:
+                    st, hd, raw = srv.request("GET", path)
+                if public == (st == 401):
+                    problems.append("GET %s: security %s, and without a token the server answers %d" % (templ, sec, st))
+                problems += c.answer_violations("GET", path, st, hd, raw)
         check(not problems, "%d problems:\n%s" % (len(problems), "\n".join(problems)))
         print("    # %d operations, %d schemas checked" % (ops, schemas))
     finally:
@@ -768,6 +779,13 @@ def case_props(tmp):
             stats["requests"] += 1
             stats["by_status"][status] = stats["by_status"].get(status, 0) + 1
             bad = c.answer_violations(method, target, status, hd, data)
+            if "x-first-event" in hd:  # a stream: its first event against its type's schema
+                ev = hd["x-first-event"]
+                events = c.doc["paths"]["/v1/stream"]["get"]["x-gwb-events"]
+                if ev is None or ev[0] not in events:
+                    bad.append("%s: the stream's first event %r is not one the document names" % (target, ev))
+                else:
+                    bad += ["%s: event %s%s" % (target, ev[0], e) for e in c.errors(events[ev[0]], json.loads(ev[1]))]
             log.write("%s %s %s %s valid=%d -> %d %s\n" % (who, method, target, body, valid, status, data[:200]))
             if status >= 500 and not (status == 503 and target.startswith("/v1/devices")):
                 bad.append("%s %s: %d, a 5xx: %s" % (method, target, status, data[:300]))
@@ -855,6 +873,9 @@ def stream_head(srv, target, headers):
             if not chunk:
                 break
             rest += chunk
+        # The first event (chunked framing aside: its lines are whole within one chunk).
+        m = re.search(rb"event: ([a-z]+)\ndata: ([^\n]*)\n", rest)
+        hd["x-first-event"] = (m.group(1).decode(), m.group(2)) if m else None
         return status, hd, b""
     finally:
         s.close()
