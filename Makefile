@@ -77,6 +77,8 @@ BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
 # Browser tests are Python (Debian's python3-selenium); they are installed as executables.
 E2E_PY       := $(wildcard tests/e2e/test_*.py)
 E2E_BINS     := $(patsubst tests/%.py,$(BIN)/tests/%,$(E2E_PY))
+# Their shared modules (tests/e2e/gwb_*.py) are installed beside them, as modules.
+E2E_BINS     += $(patsubst tests/%,$(BIN)/tests/%,$(wildcard tests/e2e/gwb_*.py))
 # Shell end-to-end tests (the lab guide's commands) are installed with the repository's path.
 E2E_SH       := $(wildcard tests/e2e/test_*.sh)
 E2E_BINS     += $(patsubst tests/%.sh,$(BIN)/tests/%,$(E2E_SH))
@@ -140,6 +142,10 @@ $(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
 $(BIN)/tests/e2e/%: tests/e2e/%.py
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
+
+$(BIN)/tests/e2e/gwb_%.py: tests/e2e/gwb_%.py
+	@mkdir -p $(dir $@)
+	install -m 644 $< $@
 
 $(BIN)/tests/e2e/%: tests/e2e/%.sh
 	@mkdir -p $(dir $@)

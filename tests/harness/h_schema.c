@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,10 +95,13 @@ struct walk {
 	int depth;
 };
 
-static int fail(struct walk *w, const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 2, 3))) static int fail(struct walk *w, const char *fmt, ...)
 {
 	char msg[320];
-	snprintf(msg, sizeof msg, fmt, a, b);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
 	snprintf(w->why, sizeof w->why, "%s: %s", w->ptr[0] ? w->ptr : "(the body)", msg);
 	return -1;
 }
@@ -164,8 +168,20 @@ static size_t utf8_chars(const char *s)
 	return n;
 }
 
+/* 1 when pattern means the same as an ECMA-262 pattern (JSON Schema's) and a POSIX ERE: no
+ * escape but "\\." (a backslash is literal inside a POSIX bracket expression). */
+static int posix_safe(const char *pattern)
+{
+	for (const char *p = strchr(pattern, '\\'); p; p = strchr(p + 2, '\\'))
+		if (p[1] != '.')
+			return 0;
+	return 1;
+}
+
 static int pattern_ok(struct walk *w, const char *pattern, const char *s)
 {
+	if (!posix_safe(pattern))
+		return fail(w, "the document's pattern %s has an escape POSIX reads otherwise", pattern);
 	pthread_mutex_lock(&mu);
 	if (!regexes)
 		regexes = strmap_new();
@@ -181,8 +197,7 @@ static int pattern_ok(struct walk *w, const char *pattern, const char *s)
 	int rc = re == (regex_t *)&bad_regex_marker ? -2 : regexec(re, s, 0, NULL, 0);
 	pthread_mutex_unlock(&mu);
 	if (rc == -2)
-		return fail(w, "the document's pattern %s does not compile as a POSIX ERE%s", pattern,
-			    "");
+		return fail(w, "the document's pattern %s does not compile as a POSIX ERE", pattern);
 	return rc == 0 ? 0 : fail(w, "\"%s\" does not match %s", s, pattern);
 }
 
@@ -231,14 +246,14 @@ static int check_object(struct walk *w, const json_t *schema, const json_t *v)
 	const json_t *req;
 	json_array_foreach(json_object_get(schema, "required"), i, req)
 		if (!json_object_get(v, json_string_value(req)))
-			return fail(w, "the required member \"%s\" is missing%s",
-				    json_string_value(req), "");
+			return fail(w, "the required member \"%s\" is missing",
+				    json_string_value(req));
 	const char *key;
 	json_t *member;
 	json_object_foreach((json_t *)v, key, member) {
 		const json_t *sub = json_object_get(props, key);
 		if (!sub && json_is_false(extra))
-			return fail(w, "the member \"%s\" is not in the schema%s", key, "");
+			return fail(w, "the member \"%s\" is not in the schema", key);
 		if (!sub && json_is_object(extra))
 			sub = extra;
 		if (!sub)
@@ -308,7 +323,7 @@ static int check_combined(struct walk *w, const json_t *schema, const json_t *v)
 			return fail(w, "matches none of its %s (the first says: %s)", kinds[k],
 				    first);
 		if (k == 1 && matched > 1)
-			return fail(w, "matches more than one of its %s%s", kinds[k], "");
+			return fail(w, "matches more than one of its %s", kinds[k]);
 	}
 	return 0;
 }
@@ -319,14 +334,14 @@ static int validate(struct walk *w, const json_t *schema, const json_t *v)
 		return 0;
 	if (++w->depth > 64) {
 		w->depth--;
-		return fail(w, "the schema nests too deep (a $ref loop?)%s%s", "", "");
+		return fail(w, "the schema nests too deep (a $ref loop?)");
 	}
 	int rc = 0;
 	const json_t *k;
 	if ((k = json_object_get(schema, "$ref"))) {
 		const char *ref = json_string_value(k);
 		const json_t *target = ref && ref[0] == '#' ? at_pointer(ref + 1) : NULL;
-		rc = target ? validate(w, target, v) : fail(w, "$ref %s does not resolve%s", ref, "");
+		rc = target ? validate(w, target, v) : fail(w, "$ref %s does not resolve", ref);
 	}
 	if (!rc && (k = json_object_get(schema, "type")))
 		rc = check_type(w, k, v);
@@ -345,7 +360,7 @@ static int validate(struct walk *w, const json_t *schema, const json_t *v)
 			found |= json_equal(e, v);
 		if (!found) {
 			char *got = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-			rc = fail(w, "%s is not one of the enum's values%s", got ? got : "?", "");
+			rc = fail(w, "%s is not one of the enum's values", got ? got : "?");
 			gwb_free(got);
 		}
 	}
