@@ -29,7 +29,6 @@ import http.client
 import http.server
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -562,184 +561,226 @@ def broken_body(draw, st, c, schema, valid):
     return json.dumps(body).encode(), False
 
 
+TOKENS = {"admin": ADMIN, "alpha": ALPHA, "beta": BETA, "none": None, "bogus": "bogus-token-x"}
+# Every operation is drawn, the ones that write (and so could write when they must not) more often.
+WEIGHT = {"submitTask": 8, "putTeam": 4, "cancelTask": 3, "listTasks": 2}
+
+
+class Req:
+    """One generated request; valid: whether the document allows it (its token aside)."""
+
+    def __init__(self, templ, method, op):
+        self.templ, self.method, self.op = templ, method, op
+        self.path = templ
+        self.query, self.headers, self.body = [], {}, None
+        self.valid = True
+        self.who = None
+
+    @property
+    def target(self):
+        return self.path + ("?" + urllib.parse.urlencode(self.query) if self.query else "")
+
+    def __repr__(self):
+        return "%s %s %s %s" % (self.who, self.method, self.target, self.body)
+
+
+class Props:
+    """The property-based pass: requests drawn from the document, each sent and its answer
+    checked; the figures in stats, the failures in violations."""
+
+    def __init__(self, srv, c, log):
+        from hypothesis import strategies as st
+        self.st, self.srv, self.c, self.g, self.log = st, srv, c, Gen(c), log
+        self.ops = [(templ, m, op) for templ, item in c.doc["paths"].items()
+                    for m, op in item.items() if m in METHODS
+                    for _ in range(WEIGHT.get(op.get("operationId"), 1))]
+        self.ids = []  # the tasks made so far, to name in paths
+        self.stats = {"requests": 0, "5xx": 0, "violations": 0, "refused": 0, "refused_writes": 0,
+                      "valid": 0, "by_status": {}}
+        self.violations = []
+
+    # ---- drawing ----
+
+    def draw(self, draw):
+        st = self.st
+        templ, m, op = draw(st.sampled_from(self.ops))
+        r = Req(templ, m.upper(), op)
+        if r.method == "GET" and templ != "/v1/stream" and draw(st.integers(0, 9)) == 0:
+            r.method = "HEAD"
+        self.draw_path(draw, r)
+        self.draw_params(draw, r)
+        r.who = draw(st.sampled_from(["admin", "admin", "alpha", "beta", "none", "bogus"]))
+        if TOKENS[r.who]:
+            r.headers["Authorization"] = "Bearer " + TOKENS[r.who]
+        if op.get("requestBody"):
+            self.draw_body(draw, r)
+        return r
+
+    def draw_path(self, draw, r):
+        st, g = self.st, self.g
+        if "{id}" in r.templ:
+            choice = draw(st.integers(0, 3))
+            if choice < 2:
+                # ids grows as tasks are made: an index of a fixed range keeps the draws the
+                # same shape (hypothesis requires it)
+                tid = self.ids[draw(st.integers(0, 1 << 16)) % len(self.ids)]
+            elif choice == 2:
+                tid = draw(g.value({"$ref": "#/components/schemas/TaskId"}))
+            else:
+                tid = urllib.parse.quote(draw(st.sampled_from(["T-UPPER", "x" * 40, "a", "é"])))
+            r.path = r.path.replace("{id}", tid)
+        if "{team}" in r.templ:
+            names = g.value({"$ref": "#/components/schemas/TeamName"})
+            if r.method == "PUT":  # never alpha's or beta's quota or token
+                team = draw(st.one_of(st.sampled_from(["gamma", "delta"]),
+                                      names.filter(lambda v: v not in ("alpha", "beta"))))
+            else:
+                team = draw(st.one_of(st.sampled_from(["alpha", "beta", "nobody"]), names))
+            if draw(st.integers(0, 5)) == 0:
+                team = draw(st.sampled_from(["UPPER", "-x", "a_b", "x" * 64]))
+                r.valid = False
+            r.path = r.path.replace("{team}", urllib.parse.quote(team, safe=""))
+
+    def draw_params(self, draw, r):
+        st, c = self.st, self.c
+        params = [c.resolve(p) for p in r.op.get("parameters", [])]
+        for p in params:
+            if not draw(st.booleans()):
+                continue
+            schema = p["schema"]
+            if p["in"] == "header" and "pattern" not in c.resolve(schema):
+                schema = {"type": "string", "pattern": "^[!-~]{0,20}$"}  # a header's text
+            v = draw(self.g.value(schema))
+            if p["in"] == "query":
+                r.query.append((p["name"], str(v).lower() if isinstance(v, bool) else str(v)))
+            elif p["in"] == "header":
+                r.headers[p["name"]] = v
+        qp = [p for p in params if p["in"] == "query"]
+        if draw(st.integers(0, 7)) == 0:
+            # An unknown parameter (refused where an operation has query parameters: the
+            # document's description), or a declared one with a value drawn to break.
+            if not qp or draw(st.booleans()):
+                names = [p["name"] for p in params]
+                r.query.append((draw(st.from_regex(r"[a-z]{1,8}", fullmatch=True).filter(
+                    lambda k: k not in names)), "1"))
+                r.valid = r.valid and not qp
+            else:
+                p = draw(st.sampled_from(qp))
+                v = draw(st.sampled_from(["", "-1", "0", "x", "99999999999999999999", "true1", "A"]))
+                r.query = [kv for kv in r.query if kv[0] != p["name"]] + [(p["name"], v)]
+                s = c.resolve(p["schema"])
+                iv = int(v) if s.get("type") == "integer" and re.fullmatch(r"-?[0-9]+", v) else v
+                r.valid = r.valid and not c.errors(s, iv)
+        if "Idempotency-Key" in [p["name"] for p in params] and draw(st.integers(0, 7)) == 0:
+            r.headers["Idempotency-Key"] = draw(st.sampled_from(["", "a b", "k" * 129, "é"]))
+            r.valid = False
+
+    def draw_body(self, draw, r):
+        st, c = self.st, self.c
+        schema = r.op["requestBody"]["content"]["application/json"]["schema"]
+        v = draw(self.g.value(schema))
+        if r.templ == "/v1/tasks" and draw(st.integers(0, 2)) > 0:
+            v["team"] = draw(st.sampled_from(["alpha", "beta", v["team"]]))
+        r.body = json.dumps(v).encode()
+        if draw(st.integers(0, 2)) == 0:
+            r.body, byte_broken = broken_body(draw, st, c, schema, v)
+            try:
+                broken = byte_broken or bool(c.errors(schema, json.loads(r.body)))
+            except ValueError:
+                broken = True
+            r.valid = r.valid and not broken
+        ct = draw(st.sampled_from(["application/json"] * 6 +
+                                  ["application/json; charset=utf-8", "text/plain", None]))
+        if ct:
+            r.headers["Content-Type"] = ct
+        r.valid = r.valid and ct not in (None, "text/plain")
+
+    # ---- sending and checking ----
+
+    def send(self, r):
+        if r.path == "/v1/stream" and r.method == "GET":
+            return stream_head(self.srv, r.target, r.headers)
+        return self.srv.request(r.method, r.target, r.headers, r.body)
+
+    def one(self, r):
+        before = self.srv.snapshot()
+        status, hd, data = self.send(r)
+        s = self.stats
+        s["requests"] += 1
+        s["by_status"][status] = s["by_status"].get(status, 0) + 1
+        self.log.write("%r valid=%d -> %d %s\n" % (r, r.valid, status, data[:200]))
+        bad = self.c.answer_violations(r.method, r.target, status, hd, data)
+        bad += self.stream_event(r, hd)
+        if status >= 500 and not (status == 503 and r.path == "/v1/devices"):  # no cluster here
+            bad.append("%r: %d, a 5xx: %s" % (r, status, data[:300]))
+            s["5xx"] += 1
+        bad += self.shape(r, status, data)
+        if status >= 400 or r.method in ("GET", "HEAD"):
+            after = self.srv.snapshot()
+            if after != before:
+                bad.append("%r: answered %d and wrote: %s -> %s" % (r, status, before, after))
+                s["refused_writes"] += 1
+            s["refused"] += status >= 400
+        if status == 201 and r.path == "/v1/tasks":
+            self.ids.append(json.loads(data)["id"])
+        s["violations"] += len(bad)
+        self.violations += bad
+
+    def stream_event(self, r, hd):
+        """A stream's first event against the schema of its type."""
+        if "x-first-event" not in hd:
+            return []
+        ev = hd["x-first-event"]
+        events = self.c.doc["paths"]["/v1/stream"]["get"]["x-gwb-events"]
+        if ev is None or ev[0] not in events:
+            return ["%r: the stream's first event %r is not one the document names" % (r, ev)]
+        return ["%r: event %s%s" % (r, ev[0], e) for e in self.c.errors(events[ev[0]], json.loads(ev[1]))]
+
+    def shape(self, r, status, data):
+        """An authorised request (the admin, or a team's own token) valid by the document is
+        never refused for its shape; an invalid one is never accepted."""
+        if r.who not in ("admin", "alpha", "beta") or not r.path.startswith("/v1/"):
+            return []
+        self.stats["valid"] += r.valid
+        if r.valid and status in (400, 413, 415):
+            return ["%r: valid by the document, refused %d: %s" % (r, status, data[:300])]
+        if not r.valid and 200 <= status < 300:
+            return ["%r: invalid by the document, accepted %d" % (r, status)]
+        return []
+
+
 def case_props(tmp):
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
+    from hypothesis.configuration import set_hypothesis_home_dir
+    set_hypothesis_home_dir(os.path.join(tmp, ".hypothesis"))  # not a .hypothesis/ in the cwd
     srv = Server(tmp)
     log = open(os.path.join(tmp, "requests.log"), "w")  # kept when the case fails
     try:
-        c = fetch_contract(srv)
-        g = Gen(c)
-        # Things to name: existing task ids (filled as tasks are made), teams.
-        st_, _, t = srv.api("POST", "/v1/tasks", ALPHA, {"team": "alpha", "gpu_memory_mib": 1, "gpu_core_percent": 1})
-        check(st_ == 201, "the first task: %s" % st_)
-        ids = [t["id"]]
-        tokens = {"admin": ADMIN, "alpha": ALPHA, "beta": BETA, "none": None, "bogus": "bogus-token-x"}
-        stats = {"requests": 0, "5xx": 0, "violations": 0, "refused": 0, "refused_writes": 0,
-                 "valid": 0, "by_status": {}}
-        violations = []
-        # Every operation, the ones that write (and so can write when they must not) more often.
-        weight = {"submitTask": 8, "putTeam": 4, "cancelTask": 3, "listTasks": 2}
-        ops = [(templ, m, op) for templ, item in c.doc["paths"].items()
-               for m, op in item.items() if m in METHODS
-               for _ in range(weight.get(op.get("operationId"), 1))]
-
-        @st.composite
-        def requests(draw):
-            templ, m, op = draw(st.sampled_from(ops))
-            method = m.upper()
-            if method == "GET" and templ != "/v1/stream" and draw(st.integers(0, 9)) == 0:
-                method = "HEAD"
-            valid = True
-            # the path
-            path = templ
-            if "{id}" in templ:
-                choice = draw(st.integers(0, 3))
-                if choice < 2:
-                    # ids grows as tasks are made: an index of a fixed range keeps the
-                    # draws the same shape (hypothesis requires it)
-                    path = path.replace("{id}", ids[draw(st.integers(0, 1 << 16)) % len(ids)])
-                elif choice == 2:
-                    path = path.replace("{id}", draw(g.value({"$ref": "#/components/schemas/TaskId"})))
-                else:
-                    path = path.replace("{id}", urllib.parse.quote(draw(st.sampled_from(["T-UPPER", "x" * 40, "a", "é"]))))
-            if "{team}" in templ:
-                if m == "put":
-                    team = draw(st.one_of(st.sampled_from(["gamma", "delta"]), g.value({"$ref": "#/components/schemas/TeamName"}).filter(lambda v: v not in ("alpha", "beta"))))
-                else:
-                    team = draw(st.one_of(st.sampled_from(["alpha", "beta", "nobody"]), g.value({"$ref": "#/components/schemas/TeamName"})))
-                if draw(st.integers(0, 5)) == 0:
-                    team = draw(st.sampled_from(["UPPER", "-x", "a_b", "x" * 64]))
-                    valid = False
-                path = path.replace("{team}", urllib.parse.quote(team, safe=""))
-            # the query and the headers
-            params = [c.resolve(p) for p in op.get("parameters", [])]
-            query, headers = [], {}
-            for p in params:
-                if draw(st.booleans()):
-                    schema = p["schema"]
-                    if p["in"] == "header" and "pattern" not in c.resolve(schema):
-                        schema = {"type": "string", "pattern": "^[!-~]{0,20}$"}  # a header's text
-                    v = draw(g.value(schema))
-                    if p["in"] == "query":
-                        query.append((p["name"], str(v).lower() if isinstance(v, bool) else str(v)))
-                    elif p["in"] == "header":
-                        headers[p["name"]] = v
-            qp = [p for p in params if p["in"] == "query"]
-            if draw(st.integers(0, 7)) == 0:
-                # An unknown parameter (refused where an operation has query parameters:
-                # the document's description), or a declared one with a value drawn to break.
-                if not qp or draw(st.booleans()):
-                    query.append((draw(st.from_regex(r"[a-z]{1,8}", fullmatch=True).filter(
-                        lambda k: k not in [p["name"] for p in params])), "1"))
-                    valid = valid and not qp
-                else:
-                    p = draw(st.sampled_from(qp))
-                    v = draw(st.sampled_from(["", "-1", "0", "x", "99999999999999999999", "true1", "A"]))
-                    query = [kv for kv in query if kv[0] != p["name"]] + [(p["name"], v)]
-                    s = c.resolve(p["schema"])
-                    iv = int(v) if s.get("type") == "integer" and re.fullmatch(r"-?[0-9]+", v) else v
-                    valid = valid and not c.errors(s, iv)
-            if "Idempotency-Key" in [p["name"] for p in params] and draw(st.integers(0, 7)) == 0:
-                headers["Idempotency-Key"] = draw(st.sampled_from(["", "a b", "k" * 129, "é"]))
-                valid = False
-            who = draw(st.sampled_from(["admin", "admin", "alpha", "beta", "none", "bogus"]))
-            if tokens[who]:
-                headers["Authorization"] = "Bearer " + tokens[who]
-            # the body
-            body = None
-            rb = op.get("requestBody")
-            if rb:
-                schema = rb["content"]["application/json"]["schema"]
-                v = draw(g.value(schema))
-                if templ == "/v1/tasks" and draw(st.integers(0, 2)) > 0:
-                    v["team"] = draw(st.sampled_from(["alpha", "beta", v["team"]]))
-                body = json.dumps(v).encode()
-                if draw(st.integers(0, 2)) == 0:
-                    body, byte_broken = broken_body(draw, st, c, schema, v)
-                    try:
-                        mutated = json.loads(body)
-                        broken = byte_broken or bool(c.errors(schema, mutated))
-                    except ValueError:
-                        broken = True
-                    valid = valid and not broken
-                ct = draw(st.sampled_from(["application/json"] * 6 + ["application/json; charset=utf-8", "text/plain", None]))
-                if ct:
-                    headers["Content-Type"] = ct
-                else:
-                    valid = False
-                if ct == "text/plain":
-                    valid = False
-            target = path + ("?" + urllib.parse.urlencode(query) if query else "")
-            return method, path, target, headers, body, valid, who
-
-        def send(method, target, headers, body):
-            if target.split("?")[0] == "/v1/stream" and method == "GET":
-                return stream_head(srv, target, headers)
-            return srv.request(method, target, headers, body)
-
-        def one(req):
-            method, path, target, headers, body, valid, who = req
-            before = srv.snapshot()
-            status, hd, data = send(method, target, headers, body)
-            stats["requests"] += 1
-            stats["by_status"][status] = stats["by_status"].get(status, 0) + 1
-            bad = c.answer_violations(method, target, status, hd, data)
-            if "x-first-event" in hd:  # a stream: its first event against its type's schema
-                ev = hd["x-first-event"]
-                events = c.doc["paths"]["/v1/stream"]["get"]["x-gwb-events"]
-                if ev is None or ev[0] not in events:
-                    bad.append("%s: the stream's first event %r is not one the document names" % (target, ev))
-                else:
-                    bad += ["%s: event %s%s" % (target, ev[0], e) for e in c.errors(events[ev[0]], json.loads(ev[1]))]
-            log.write("%s %s %s %s valid=%d -> %d %s\n" % (who, method, target, body, valid, status, data[:200]))
-            if status >= 500 and not (status == 503 and target.startswith("/v1/devices")):
-                bad.append("%s %s: %d, a 5xx: %s" % (method, target, status, data[:300]))
-                stats["5xx"] += 1
-            # The shape of the request: authorised (admin or the token's own team) and valid
-            # by the document, never refused for its shape; invalid, never accepted.
-            if who in ("admin", "alpha", "beta") and path.startswith("/v1/"):
-                if valid and status in (400, 413, 415):
-                    bad.append("%s %s %s: valid by the document, refused %d: %s" % (method, target, body, status, data[:300]))
-                if not valid and 200 <= status < 300:
-                    bad.append("%s %s %s: invalid by the document, accepted %d" % (method, target, body, status))
-                stats["valid"] += valid
-            if status >= 400 or method in ("GET", "HEAD"):
-                after = srv.snapshot()
-                if after != before:
-                    bad.append("%s %s %s: answered %d and wrote: %s -> %s" % (method, target, body, status, before, after))
-                    stats["refused_writes"] += 1
-                stats["refused"] += status >= 400
-            if status in (200, 201, 202) and path == "/v1/tasks" and method == "POST":
-                try:
-                    tid = json.loads(data).get("id")
-                    if tid and tid not in ids:
-                        ids.append(tid)
-                except (ValueError, AttributeError):
-                    pass
-            if bad:
-                stats["violations"] += len(bad)
-                violations.extend(bad)
-
+        p = Props(srv, fetch_contract(srv), log)
+        code, _, t = srv.api("POST", "/v1/tasks", ALPHA, {"team": "alpha", "gpu_memory_mib": 1, "gpu_core_percent": 1})
+        check(code == 201, "the first task: %s" % code)
+        p.ids.append(t["id"])
         n = props_count()
         t0 = time.monotonic()
 
-        @settings(max_examples=n, deadline=None, database=None, derandomize=False,
-                  suppress_health_check=list(HealthCheck), phases=[Phase.generate])
-        @given(requests())
-        def run(req):
+        @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                  phases=[Phase.generate])
+        @given(st.composite(p.draw)())
+        def run(r):
             try:  # never raise into hypothesis: every request counts once, none is replayed
-                one(req)
+                p.one(r)
             except Exception:
-                stats["violations"] += 1
-                violations.append("%r: %s" % (req[:3], traceback.format_exc()))
+                p.stats["violations"] += 1
+                p.violations.append("%r: %s" % (r, traceback.format_exc()))
         run()
-        secs = time.monotonic() - t0
-        print("    # %d requests in %.1f s: %d 5xx, %d violations, %d refused, %d refused that wrote, %d valid; by status %s" % (
-            stats["requests"], secs, stats["5xx"], stats["violations"], stats["refused"],
-            stats["refused_writes"], stats["valid"], dict(sorted(stats["by_status"].items()))))
-        check(stats["requests"] >= n * 0.9, "only %d of %d requests were sent" % (stats["requests"], n))
-        check(not violations, "%d violations (the first 30):\n%s" % (len(violations), "\n".join(violations[:30])))
+        s = p.stats
+        print("    # %d requests in %.1f s: %d 5xx, %d violations, %d refused, %d refused that wrote, "
+              "%d valid; by status %s" % (s["requests"], time.monotonic() - t0, s["5xx"], s["violations"],
+                                         s["refused"], s["refused_writes"], s["valid"],
+                                         dict(sorted(s["by_status"].items()))))
+        check(s["requests"] >= n * 0.9, "only %d of %d requests were sent" % (s["requests"], n))
+        check(not p.violations, "%d violations (the first 30):\n%s" % (len(p.violations), "\n".join(p.violations[:30])))
     finally:
         log.close()
         rc = srv.stop()
