@@ -83,7 +83,7 @@ static const json_t *at_pointer(const char *pointer)
 			}
 		}
 		seg[n] = '\0';
-		v = json_is_array(v) ? json_array_get(v, (size_t)atol(seg)) : json_object_get(v, seg);
+		v = json_is_array(v) ? json_array_get(v, (size_t)strtoul(seg, NULL, 10)) : json_object_get(v, seg);
 	}
 	return *p ? NULL : v;
 }

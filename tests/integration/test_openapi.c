@@ -48,7 +48,7 @@ static long head(struct h_server *s, const char *path, const char *token, long *
 	long status = 0;
 	sscanf(ans, "HTTP/1.1 %ld", &status);
 	const char *cl = strcasestr(ans, "\r\nContent-Length: ");
-	*len = cl ? atol(cl + 18) : -1;
+	*len = cl ? strtol(cl + 18, NULL, 10) : -1;
 	const char *end = strstr(ans, "\r\n\r\n");
 	CHECKF(end && end[4] == '\0', "HEAD %s: a body follows the headers: %s", path, ans);
 	gwb_free(ans);
