@@ -83,7 +83,8 @@ static const json_t *at_pointer(const char *pointer)
 			}
 		}
 		seg[n] = '\0';
-		v = json_is_array(v) ? json_array_get(v, (size_t)strtoul(seg, NULL, 10)) : json_object_get(v, seg);
+		v = json_is_array(v) ? json_array_get(v, (size_t)strtoul(seg, NULL, 10))
+				     : json_object_get(v, seg);
 	}
 	return *p ? NULL : v;
 }
@@ -181,7 +182,8 @@ static int posix_safe(const char *pattern)
 static int pattern_ok(struct walk *w, const char *pattern, const char *s)
 {
 	if (!posix_safe(pattern))
-		return fail(w, "the document's pattern %s has an escape POSIX reads otherwise", pattern);
+		return fail(w, "the document's pattern %s has an escape POSIX reads otherwise",
+			    pattern);
 	pthread_mutex_lock(&mu);
 	if (!regexes)
 		regexes = strmap_new();
@@ -197,7 +199,8 @@ static int pattern_ok(struct walk *w, const char *pattern, const char *s)
 	int rc = re == (regex_t *)&bad_regex_marker ? -2 : regexec(re, s, 0, NULL, 0);
 	pthread_mutex_unlock(&mu);
 	if (rc == -2)
-		return fail(w, "the document's pattern %s does not compile as a POSIX ERE", pattern);
+		return fail(w, "the document's pattern %s does not compile as a POSIX ERE",
+			    pattern);
 	return rc == 0 ? 0 : fail(w, "\"%s\" does not match %s", s, pattern);
 }
 
@@ -206,11 +209,12 @@ static int check_string(struct walk *w, const json_t *schema, const json_t *v)
 	const char *s = json_string_value(v);
 	json_t *k;
 	char n[32];
-	if ((k = json_object_get(schema, "minLength")) && utf8_chars(s) < (size_t)json_integer_value(k)) {
+	size_t chars = utf8_chars(s);
+	if ((k = json_object_get(schema, "minLength")) && chars < (size_t)json_integer_value(k)) {
 		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(k));
 		return fail(w, "\"%s\" is shorter than %s characters", s, n);
 	}
-	if ((k = json_object_get(schema, "maxLength")) && utf8_chars(s) > (size_t)json_integer_value(k)) {
+	if ((k = json_object_get(schema, "maxLength")) && chars > (size_t)json_integer_value(k)) {
 		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(k));
 		return fail(w, "\"%s\" is longer than %s characters", s, n);
 	}
@@ -440,7 +444,8 @@ static int split(const char *path, char segs[8][128])
 	const char *p = dec + 1;
 	while (*p) {
 		size_t len = strcspn(p, "/");
-		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+		int dots = (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.');
+		if (len == 0 || dots)
 			return -1;
 		if (nsegs == 8 || len >= 128)
 			return -1;
@@ -526,7 +531,8 @@ int h_schema_check(const struct h_answer *a, char *why, size_t len)
 	const char *templ = NULL;
 	const json_t *item = path_item(a->path, &templ);
 	char method[16];
-	snprintf(method, sizeof method, "%s", strcasecmp(a->method, "HEAD") == 0 ? "get" : a->method);
+	snprintf(method, sizeof method, "%s",
+		 strcasecmp(a->method, "HEAD") == 0 ? "get" : a->method);
 	for (char *p = method; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
 	const json_t *op = item ? json_object_get(item, method) : NULL;
@@ -558,14 +564,14 @@ int h_schema_check(const struct h_answer *a, char *why, size_t len)
 		return 0; /* text (the page, /metrics, the stream), no body, or HEAD */
 	size_t ctn = a->content_type ? strcspn(a->content_type, ";") : 0;
 	if (!a->content_type || ctn != 16 || strncasecmp(a->content_type, "application/json", 16)) {
-		snprintf(why, len, "%s %s (%s) %ld: Content-Type %s, the document says application/json",
+		snprintf(why, len, "%s %s (%s) %ld: Content-Type %s, not application/json",
 			 a->method, a->path, templ, a->status,
 			 a->content_type ? a->content_type : "(none)");
 		return -1;
 	}
 	if (!a->json) {
-		snprintf(why, len, "%s %s (%s) %ld: the body is not JSON", a->method, a->path, templ,
-			 a->status);
+		snprintf(why, len, "%s %s (%s) %ld: the body is not JSON", a->method, a->path,
+			 templ, a->status);
 		return -1;
 	}
 	struct walk w = { "", "", 0 };

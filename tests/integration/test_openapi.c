@@ -20,9 +20,11 @@ static void start(struct h_server *s)
 	h_server_init(s);
 	h_server_start(s);
 	h_team_put(s->proc.url, s->admin, "alpha",
-		   "{\"gpu_memory_mib\": 8192, \"gpu_core_percent\": 400, \"token\": \"" ALPHA "\"}");
+		   "{\"gpu_memory_mib\": 8192, \"gpu_core_percent\": 400, "
+		   "\"token\": \"" ALPHA "\"}");
 	h_team_put(s->proc.url, s->admin, "beta",
-		   "{\"gpu_memory_mib\": 8192, \"gpu_core_percent\": 400, \"token\": \"" BETA "\"}");
+		   "{\"gpu_memory_mib\": 8192, \"gpu_core_percent\": 400, "
+		   "\"token\": \"" BETA "\"}");
 }
 
 /* The id of a new task of alpha's. */
@@ -42,7 +44,8 @@ static long head(struct h_server *s, const char *path, const char *token, long *
 {
 	char req[512];
 	snprintf(req, sizeof req,
-		 "HEAD %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n",
+		 "HEAD %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+		 "Connection: close\r\n\r\n",
 		 path, token);
 	char *ans = h_raw(s->proc.url, req, strlen(req), 5000);
 	long status = 0;
@@ -134,8 +137,8 @@ TEST(openapi_every_operation_answers_as_the_document_says)
 	       201);
 	expect(&s, "PUT", "/v1/teams/gamma", A,
 	       "{\"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, \"token\": \"" BETA "\"}", 409);
-	expect(&s, "PUT", "/v1/teams/gamma", ALPHA, "{\"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}",
-	       403);
+	expect(&s, "PUT", "/v1/teams/gamma", ALPHA,
+	       "{\"gpu_memory_mib\": 1, \"gpu_core_percent\": 1}", 403);
 	expect(&s, "GET", "/v1/devices", A, NULL, 503); /* no cluster */
 	expect(&s, "GET", "/v1/info", A, NULL, 200);
 	expect(&s, "GET", "/v1/info", ALPHA, NULL, 200);
@@ -205,7 +208,8 @@ TEST(openapi_check_refuses_a_field_renamed_dropped_added_or_mistyped)
 
 	bad = edited(task, "usage", "status", NULL, NULL);
 	why = verdict("GET", path, 200, bad);
-	CHECKF(strstr(why, "/usage: the required member \"status\" is missing"), "dropped: %s", why);
+	CHECKF(strstr(why, "/usage: the required member \"status\" is missing"), "dropped: %s",
+	       why);
 	json_decref(bad);
 
 	bad = edited(task, NULL, "workload", json_string("x"), NULL);
