@@ -711,7 +711,8 @@ class Props:
         self.log.write("%r valid=%d -> %d %s\n" % (r, r.valid, status, data[:200]))
         bad = self.c.answer_violations(r.method, r.target, status, hd, data)
         bad += self.stream_event(r, hd)
-        if status == 503 and r.path == "/v1/devices" and b'"no_cluster"' in data:
+        no_cluster = b'"no_cluster"' in data or r.method == "HEAD"  # a HEAD has no body to say
+        if status == 503 and r.path == "/v1/devices" and no_cluster:
             s["no_cluster"] += 1  # the documented answer of a server without a cluster
         elif status >= 500:
             bad.append("%r: %d, a 5xx: %s" % (r, status, data[:300]))
