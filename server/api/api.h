@@ -56,8 +56,8 @@ struct api_ctx {
  * resource is named so: an empty ("//"), "." or ".." segment, or more segments than a route
  * has. */
 int router_split(struct req *r);
-/* Routes r, its path split and its query and body read: /healthz, /readyz and /metrics
- * unauthenticated, /v1 once auth_admit lets it in, any other path to the page (api_web).
+/* Routes r, its path split and its query and body read: /healthz, /readyz, /metrics and
+ * /v1/openapi.json unauthenticated, /v1 once auth_admit lets it in, any other path to the page (api_web).
  * Answers r exactly once. */
 void router_route(struct req *r);
 
@@ -115,6 +115,8 @@ void api_metrics(struct req *r);
 /* GET /v1/stream (server/api/api_stream.c): Server-Sent Events of task, team and device changes;
  * the request stays open (answered with a chunked reply) until either side closes it. */
 void api_stream(struct req *r);
+/* GET /v1/openapi.json (server/api/api_openapi.c): the API's OpenAPI document, no token. */
+void api_openapi(struct req *r);
 /* GET / and the page's assets (server/api/api_web.c); a 404 for any other path outside /v1. */
 void api_web(struct req *r);
 

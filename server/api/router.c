@@ -139,6 +139,11 @@ void router_route(struct req *r)
 			return auth_admit_operator(r) ? api_metrics(r) : (void)0;
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
 	}
+	if (r->nsegs == 2 && seg_is(r, 0, "v1") && seg_is(r, 1, "openapi.json")) { /* no token */
+		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
+			return method_not_allowed(r, "GET, HEAD");
+		return api_openapi(r);
+	}
 	if (!seg_is(r, 0, "v1"))
 		return api_web(r);
 	if (!auth_admit(r))

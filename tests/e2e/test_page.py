@@ -21,6 +21,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwb_openapi import Contract  # noqa: E402 (installed beside this file)
+
 ADMIN = "admin-secret-page"
 # Generous: the machine is shared. Waits end as soon as the condition holds.
 WAIT_S = 25
@@ -143,7 +146,8 @@ class Stack:
                 rc[p.name] = p.stop()
         return rc
 
-    # The API, as a script would use it (to set up and to check what the page shows).
+    # The API, as a script would use it (to set up and to check what the page shows). Every
+    # answer is held to the API's OpenAPI document (tests/e2e/gwb_openapi.py).
     def api(self, method, path, token=ADMIN, body=None, headers=None):
         h = {"Authorization": "Bearer " + token} if token else {}
         h.update(headers or {})
@@ -154,9 +158,19 @@ class Stack:
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
         try:
             with urllib.request.urlopen(req, timeout=20) as r:
-                return r.status, json.loads(r.read() or b"null")
+                status, hd, raw = r.status, r.headers, r.read()
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+            status, hd, raw = e.code, e.headers, e.read()
+        bad = self.contract().answer_violations(method, path, status, {k.lower(): v for k, v in hd.items()}, raw)
+        check(not bad, "the answer breaks docs/openapi.yaml: %s" % "; ".join(bad))
+        return status, json.loads(raw or b"null")
+
+    def contract(self):
+        if getattr(self, "_contract", None) is None or self._contract_url != self.url:
+            with urllib.request.urlopen(self.url + "/v1/openapi.json", timeout=20) as r:
+                self._contract = Contract(json.loads(r.read()))
+            self._contract_url = self.url
+        return self._contract
 
     def team(self, name, mem=20480, core=800):
         token = "tok-" + name + "-0123456789"
