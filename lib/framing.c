@@ -107,6 +107,36 @@ static const char *kept(char *buf, int len, size_t cap)
 	return buf;
 }
 
+/* The bytes a request target (visible ASCII and obs-text) or a header value (those, a space
+ * or a tab) is made of: runs of them are skipped in one loop. */
+static const unsigned char target_byte[256] = { [0x21 ... 0x7e] = 1, [0x80 ... 0xff] = 1 };
+static const unsigned char value_byte[256] = { ['\t'] = 1, [0x20 ... 0x7e] = 1,
+					       [0x80 ... 0xff] = 1 };
+
+/* The length of the run of plain bytes at p in the phase f is in (0: none to skip): a
+ * target's, a header name's (kept in lower case), or a value's that is not read. */
+static size_t plain_run(struct framing *f, const char *p, size_t n)
+{
+	size_t i = 0;
+	if (f->cr)
+		return 0;
+	if (f->phase == P_NAME) {
+		for (; i < n && tchar[(unsigned char)p[i]]; i++) {
+			unsigned char c = (unsigned char)p[i];
+			keep(f->name, &f->name_len, sizeof f->name,
+			     c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+		}
+		return i;
+	}
+	const unsigned char *table = f->phase == P_TARGET                  ? target_byte
+				     : f->phase == P_VALUE && !f->keep_value ? value_byte
+									     : NULL;
+	if (table)
+		while (i < n && table[(unsigned char)p[i]])
+			i++;
+	return i;
+}
+
 static void begin_request(struct framing *f)
 {
 	int64_t max_head = f->max_head, max_body = f->max_body;
@@ -318,6 +348,9 @@ static enum framing_event head_byte(struct framing *f, unsigned char c)
 		if (c == ':') {
 			if (!f->name_len)
 				return refuse_header(f, "a header line has no name", NULL);
+			const char *name = kept(f->name, f->name_len, sizeof f->name);
+			f->keep_value = !strcmp(name, "content-length") ||
+					!strcmp(name, "transfer-encoding");
 			f->phase = P_VALUE;
 			return FRAMING_NONE;
 		}
@@ -391,6 +424,18 @@ size_t framing_feed(struct framing *f, const char *p, size_t n, enum framing_eve
 			f->phase = P_IDLE;
 			*event = FRAMING_BODY_ENDED;
 			return i;
+		}
+		size_t run = plain_run(f, p + i, n - i);
+		if (run > 0) {
+			i += run;
+			f->step += f->phase == P_TARGET;
+			f->head_bytes += (int64_t)run;
+			if (f->head_bytes > f->max_head) {
+				*event = refuse(f, 431, "headers_too_large",
+						"the request's headers are too large", NULL);
+				return i;
+			}
+			continue;
 		}
 		int began = f->phase == P_IDLE;
 		if (began)

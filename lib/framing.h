@@ -47,6 +47,7 @@ struct framing {
 	char value[24];    /* the value so far without leading blanks (cut: it is no value we accept) */
 	int value_len;
 	int value_blank;   /* trailing blanks in value, trimmed at the line's end */
+	int keep_value;    /* the header's value is read (Content-Length, Transfer-Encoding) */
 	struct framing_refusal refusal;
 };
 
