@@ -1,6 +1,7 @@
 #!/bin/sh
 # Fails when project C code calls a banned function: unbounded string functions, atoi-style
-# parsing without error reporting, and raw malloc/free outside the allocation wrapper.
+# parsing without error reporting, raw malloc/free outside the allocation wrapper, and in
+# gwb-server evhttp_connection_set_closecb outside the connection guard.
 # A line may opt out with a trailing `/* banned-ok: reason */`.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -16,6 +17,15 @@ bad=$(printf '%s\n' "$bad" | grep -E '(^|[^A-Za-z0-9_])(sprintf|vsprintf|strcpy|
 if [ -n "$bad" ]; then
 	echo "banned functions (use snprintf, strtol with checks, gwb_malloc/gwb_free...):"
 	printf '%s\n' "$bad"
+	exit 1
+fi
+# gwb-server's connection guard keeps each connection's close callback: the server's other
+# code sets its own through conn_set_closecb (kubesim has no guard).
+own=$(grep -nE '\bevhttp_connection_set_closecb[[:space:]]*\(' $(find server -name '*.[ch]') |
+	grep -v '^server/api/conn\.c:' | grep -v 'banned-ok' || true)
+if [ -n "$own" ]; then
+	echo "evhttp_connection_set_closecb outside server/api/conn.c (use conn_set_closecb):"
+	printf '%s\n' "$own"
 	exit 1
 fi
 echo "lint: no banned functions"

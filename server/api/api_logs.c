@@ -23,6 +23,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "server/api/api.h"
+#include "server/api/conn.h"
 #include "server/kube/kube.h"
 #include "server/recon/jobspec.h"
 #include "server/recon/reconciler.h"
@@ -202,7 +203,7 @@ static void follow_stop(struct logreq *l, int drop)
 		return;
 	}
 	if (conn)
-		evhttp_connection_set_closecb(conn, NULL, NULL);
+		conn_set_closecb(conn, NULL, NULL);
 	evhttp_send_reply_end(l->r.ev);
 	logreq_free(l);
 }
@@ -255,7 +256,7 @@ static void follow_start(struct logreq *l)
 	http_count_reply(&l->r, 200);
 	struct evhttp_connection *conn = evhttp_request_get_connection(l->r.ev);
 	if (conn)
-		evhttp_connection_set_closecb(conn, follow_closed, l);
+		conn_set_closecb(conn, follow_closed, l);
 	l->peek = event_new(l->r.api->base, -1, EV_PERSIST, follow_peek, l);
 	struct timeval tv = { LOGS_PEEK_MS / 1000, (LOGS_PEEK_MS % 1000) * 1000 };
 	evtimer_add(l->peek, &tv);

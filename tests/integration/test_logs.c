@@ -219,6 +219,7 @@ TEST_T(logs_follow_ends_when_the_client_goes, 60)
 	wait_last_line(url, id, want);
 	char path[256];
 	snprintf(path, sizeof path, "/v1/tasks/%s/logs?tail=1&follow=true", id);
+	double conns0 = h_metric(url, "gwb_http_connections", NULL);
 	struct h_watch w;
 	CHECK(h_watch_open_url(&w, url, path, TOK, "text/plain") == 0);
 	CHECK_INT(w.status, 200);
@@ -231,6 +232,12 @@ TEST_T(logs_follow_ends_when_the_client_goes, 60)
 	int64_t deadline = clock_mono_ms() + 15000;
 	while (h_metric(url, "gwb_kube_streams_open", NULL) != 0) {
 		CHECKF(clock_mono_ms() < deadline, "the stream to the API server stayed open");
+		h_sleep_ms(50);
+	}
+	/* The front door counted the connection out when it closed. */
+	while (h_metric(url, "gwb_http_connections", NULL) != conns0) {
+		CHECKF(clock_mono_ms() < deadline, "%g connections open, %g before the follow",
+		       h_metric(url, "gwb_http_connections", NULL), conns0);
 		h_sleep_ms(50);
 	}
 	open_gate(id);

@@ -69,24 +69,25 @@ TEST(workload_each_bad_field_is_refused_by_name_writing_nothing)
 {
 	struct h_server s;
 	start(&s, 1);
-	char *big = repeat('x', 5000), *many = gwb_malloc(10000 * 4 + 16);
-	strcpy(many, "[");
+	size_t many_cap = 10000 * 4 + 16, many_len = 0;
+	char *big = repeat('x', 5000), *many = gwb_malloc(many_cap);
 	for (int i = 0; i < 10000; i++)
-		strcat(many, i ? ",\"a\"" : "\"a\"");
-	strcat(many, "]");
+		many_len += (size_t)snprintf(many + many_len, many_cap - many_len, "%s\"a\"",
+					     i ? "," : "[");
+	snprintf(many + many_len, many_cap - many_len, "]");
 	char envs[4096] = "{";
 	for (int i = 0; i < 65; i++)
 		snprintf(envs + strlen(envs), sizeof envs - strlen(envs), "%s\"V%d\": \"x\"",
 			 i ? ", " : "", i);
-	strcat(envs, "}");
+	snprintf(envs + strlen(envs), sizeof envs - strlen(envs), "}");
 	char bigenv[5200], bigarg[5200], longimg[400];
 	snprintf(bigenv, sizeof bigenv, "{\"image\": \"busybox:1\", \"env\": {\"A\": \"%s\"}}",
 		 big);
 	snprintf(bigarg, sizeof bigarg, "{\"image\": \"busybox:1\", \"args\": [\"%s\"]}", big);
 	char *manyargs = gwb_malloc(strlen(many) + 64);
-	sprintf(manyargs, "{\"image\": \"busybox:1\", \"args\": %s}", many);
+	snprintf(manyargs, strlen(many) + 64, "{\"image\": \"busybox:1\", \"args\": %s}", many);
 	char *manyenv = gwb_malloc(strlen(envs) + 64);
-	sprintf(manyenv, "{\"image\": \"busybox:1\", \"env\": %s}", envs);
+	snprintf(manyenv, strlen(envs) + 64, "{\"image\": \"busybox:1\", \"env\": %s}", envs);
 	char *img = repeat('a', 300);
 	snprintf(longimg, sizeof longimg, "{\"image\": \"%s\"}", img);
 	const struct {
@@ -147,18 +148,20 @@ TEST(workload_each_bad_field_is_refused_by_name_writing_nothing)
 	/* The whole body is capped (http.max_body_bytes, 64 KiB by default): a 1 MiB env value
 	 * is refused before it is parsed. */
 	char *huge = repeat('v', 1 << 20), *hb = gwb_malloc((1 << 20) + 128);
-	sprintf(hb, "{\"image\": \"busybox:1\", \"env\": {\"A\": \"%s\"}}", huge);
+	snprintf(hb, (1 << 20) + 128, "{\"image\": \"busybox:1\", \"env\": {\"A\": \"%s\"}}", huge);
 	submit(&r, &s, hb, "", NULL);
 	CHECKF(r.status == 413, "1 MiB body: %ld %.200s", r.status, r.body);
 	h_resp_free(&r);
 	gwb_free(huge);
 	gwb_free(hb);
 	/* The workload's own bound: 64 env values of 1 KiB fit the body, not the workload. */
-	char *v1k = repeat('w', 1024), *env64 = gwb_malloc(64 * 1100 + 64);
-	strcpy(env64, "{\"image\": \"busybox:1\", \"env\": {");
+	size_t env64_cap = 64 * 1100 + 64;
+	char *v1k = repeat('w', 1024), *env64 = gwb_malloc(env64_cap);
+	size_t env64_len = (size_t)snprintf(env64, env64_cap, "{\"image\": \"busybox:1\", \"env\": {");
 	for (int i = 0; i < 60; i++)
-		sprintf(env64 + strlen(env64), "%s\"V%d\": \"%s\"", i ? ", " : "", i, v1k);
-	strcat(env64, "}}");
+		env64_len += (size_t)snprintf(env64 + env64_len, env64_cap - env64_len,
+					      "%s\"V%d\": \"%s\"", i ? ", " : "", i, v1k);
+	snprintf(env64 + env64_len, env64_cap - env64_len, "}}");
 	submit(&r, &s, env64, "", NULL);
 	CHECKF(r.status == 400 && strcmp(err_field(&r), "workload") == 0, "%ld %.200s", r.status,
 	       r.body);

@@ -52,7 +52,7 @@ TEST(imageref_bounds_the_name_and_the_tag)
 	tag[128] = '\0';
 	snprintf(ref, sizeof ref, "app:%s", tag);
 	CHECK(imageref_valid(ref, NULL));
-	strcat(ref, "t");
+	snprintf(ref + strlen(ref), sizeof ref - strlen(ref), "t");
 	CHECK(!imageref_valid(ref, NULL));
 }
 
