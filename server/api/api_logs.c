@@ -208,19 +208,6 @@ static void follow_stop(struct logreq *l, int drop)
 	logreq_free(l);
 }
 
-/* 1 when the client closed its side (evhttp reads nothing while it sends a reply). */
-static int peer_closed(struct evhttp_request *ev)
-{
-	struct evhttp_connection *conn = evhttp_request_get_connection(ev);
-	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-	if (fd < 0)
-		return 1;
-	char c;
-	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 static void follow_peek(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -231,7 +218,7 @@ static void follow_peek(evutil_socket_t fd, short what, void *arg)
 			 unsent_bytes(l->r.ev));
 		return follow_stop(l, 1);
 	}
-	if (peer_closed(l->r.ev))
+	if (http_peer_closed(l->r.ev))
 		follow_stop(l, 1);
 }
 

@@ -197,26 +197,11 @@ static size_t unsent_bytes(struct stream *s)
 	return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
 
-/* 1 when the client has closed its side. evhttp reads nothing while it sends a reply, so it
- * would notice only when a write fails; a peek at the socket notices at the next tick. Bytes
- * the client sent (it should send none) are left alone. */
-static int peer_closed(struct stream *s)
-{
-	struct evhttp_connection *conn = evhttp_request_get_connection(s->req);
-	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-	if (fd < 0)
-		return 1;
-	char c;
-	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 /* Writes what is new for s. Returns 0, or -1 when the stream must be closed (its client left
  * too much unread, or the store failed). */
 static int stream_pump(struct stream *s, json_t *teams, json_t *devices, int64_t now_ms)
 {
-	if (peer_closed(s))
+	if (http_peer_closed(s->req))
 		return -1;
 	if ((int64_t)unsent_bytes(s) > s->hub->max_buffer) {
 		log_warn("stream", "slow_client_dropped", "team=%s unsent=%zu",

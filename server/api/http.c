@@ -3,7 +3,9 @@
 #include "server/api/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
@@ -120,6 +122,18 @@ static void count_reply(struct http_server *h, int status)
 {
 	if (status >= 200 && status < 600)
 		h->replies[status / 100]++;
+}
+
+int http_peer_closed(struct evhttp_request *ev)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(ev);
+	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+	if (fd < 0)
+		return 1;
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 void http_count_reply(struct req *r, int status)

@@ -72,6 +72,10 @@ void http_send(struct req *r, int status, struct evbuffer *buf);
 /* Counts a reply of status that its handler sends itself (a stream, an asset, /metrics) in
  * the replies by class that /metrics shows; the reply functions above count their own. */
 void http_count_reply(struct req *r, int status);
+/* 1 when the client of a reply still being sent (a stream) has closed its side: evhttp reads
+ * nothing while it sends, so it would notice only when a write fails; a peek at the socket
+ * notices now. Bytes the client sent are left alone. */
+int http_peer_closed(struct evhttp_request *ev);
 /* Adds a response header (before the reply). */
 void http_add_header(struct req *r, const char *name, const char *value);
 /* Value of a request header, or NULL. */
