@@ -31,7 +31,7 @@
 #define LIST_LIMIT_DEFAULT 50
 
 /* A submission's fields, in the order of submit_fields. */
-enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_N };
+enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_ON_FULL, F_N };
 static const char *const submit_fields[F_N + 1] = {
 	[F_TEAM] = "team",
 	[F_NAME] = "name",
@@ -41,10 +41,12 @@ static const char *const submit_fields[F_N + 1] = {
 	[F_DURATION] = "duration_seconds",
 	[F_QOS] = "qos",
 	[F_EXPERIMENT] = "experiment",
+	[F_ON_FULL] = "on_quota_full",
 	[F_N] = NULL,
 };
 static const char *const qos_values[] = { "LS", "BE", NULL };
 static const char *const experiment_values[] = { "normal", "overlimit", NULL };
+static const char *const on_full_values[] = { "refuse", "wait", NULL };
 
 void api_task_changed(const struct api_ctx *api, const char *task_id)
 {
@@ -116,6 +118,7 @@ static int submission_fields(struct req *r, struct jx_val v[F_N], json_t **body)
 static int parse_submission(struct req *r, const struct jx_val v[F_N], struct task_req *req)
 {
 	struct jx_err e;
+	const char *on_full = NULL;
 	if (jx_str_val(&v[F_TEAM], "team", 1, NULL, 1, TEAM_MAX_BYTES, &req->team, &e) ||
 	    jx_str_val(&v[F_NAME], "name", 0, "task", 1, NAME_MAX_BYTES, &req->name, &e) ||
 	    jx_int_val(&v[F_MEM], "gpu_memory_mib", 1, 0, 1, MEM_MIB_MAX, &req->gpu_memory_mib,
@@ -127,10 +130,15 @@ static int parse_submission(struct req *r, const struct jx_val v[F_N], struct ta
 		       &req->duration_seconds, &e) ||
 	    jx_enum_val(&v[F_QOS], "qos", 0, qos_values, "LS", &req->qos, &e) ||
 	    jx_enum_val(&v[F_EXPERIMENT], "experiment", 0, experiment_values, "normal",
-			&req->experiment, &e)) {
+			&req->experiment, &e) ||
+	    jx_enum_val(&v[F_ON_FULL], "on_quota_full", 0, on_full_values, NULL, &on_full, &e)) {
 		http_reply_invalid_field(r, e.field, e.rule);
 		return -1;
 	}
+	/* Absent: the team's default_on_quota_full, decided by the store. */
+	req->on_quota_full = !on_full			 ? STORE_ON_FULL_DEFAULT
+			     : strcmp(on_full, "wait") == 0 ? STORE_ON_FULL_WAIT
+							    : STORE_ON_FULL_REFUSE;
 	if (!api_valid_team(req->team)) {
 		http_reply_invalid_field(r, "team",
 					 "must be a DNS label: lowercase letters, digits and '-'");
@@ -144,7 +152,9 @@ static int parse_submission(struct req *r, const struct jx_val v[F_N], struct ta
 }
 
 /* SHA-256 (hex) of the canonical parameters: defaults applied, keys sorted, compact. Two
- * bodies that mean the same submission get the same fingerprint. */
+ * bodies that mean the same submission get the same fingerprint. on_quota_full is in it when
+ * the body gives it (absent, it means the team's default, and keys recorded before it existed
+ * keep matching). */
 static void fingerprint(const struct task_req *q, char out[65])
 {
 	/* The SHA-256 of the parameters as jx_dump writes them (compact, keys sorted), written
@@ -160,6 +170,9 @@ static void fingerprint(const struct task_req *q, char out[65])
 		jw_member_int(&w, "gpu_count", q->gpu_count);
 		jw_member_int(&w, "gpu_memory_mib", q->gpu_memory_mib);
 		jw_member_str(&w, "name", q->name);
+		if (q->on_quota_full != STORE_ON_FULL_DEFAULT)
+			jw_member_str(&w, "on_quota_full",
+				      q->on_quota_full == STORE_ON_FULL_WAIT ? "wait" : "refuse");
 		jw_member_str(&w, "qos", q->qos);
 		jw_member_str(&w, "team", q->team);
 		jw_obj_end(&w);
@@ -181,6 +194,10 @@ static void reply_view(struct req *r, int status, const struct task *t)
 {
 	struct jw w;
 	jw_init(&w);
+	if (t->state == TASK_WAITING) {
+		jw_free(&w);
+		return api_task_reply_waiting(r, status, t);
+	}
 	if (api_task_view_write(t, 1, &w) == 0) {
 		http_reply_json_text(r, status, w.buf, w.len);
 		jw_free(&w);
@@ -334,8 +351,8 @@ static void submit_decide(struct req *r, void *arg)
 static void submit_prepare(void *arg)
 {
 	struct submit_ctx *c = arg;
-	if (c->rc || c->res.replayed || c->view_ready)
-		return;
+	if (c->rc || c->res.replayed || c->view_ready || c->row->state == TASK_WAITING)
+		return; /* a waiting task's view has its place in the line, read once committed */
 	jw_reset(&c->view);
 	c->view_ready = api_task_view_write_new(c->row, &c->view) == 0;
 }

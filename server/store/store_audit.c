@@ -24,7 +24,7 @@ static sqlite3_stmt *teams_stmt(struct store *s)
 {
 	sqlite3_stmt *st = store_stmt(s, AUDIT_TEAMS_SQL);
 	if (st)
-		store_bind_states(st, 1, 0, TASK_FINAL);
+		store_bind_states(st, 1, TASK_HOLDS_QUOTA, TASK_FINAL); /* no waiting task */
 	return st;
 }
 
@@ -61,7 +61,7 @@ int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 		   "FROM tasks WHERE seq IN (" STORE_SQL_UNRELEASED("seq", 1) ") ORDER BY seq");
 	if (!st)
 		return GWB_EDB;
-	store_bind_states(st, 1, 0, TASK_FINAL);
+	store_bind_states(st, 1, TASK_HOLDS_QUOTA, TASK_FINAL);
 	int step;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		struct store_audit_task t = {

@@ -276,6 +276,17 @@ static const char *const migrations[] = {
 	"  id INTEGER PRIMARY KEY CHECK (id = 1),"
 	"  create_seq INTEGER NOT NULL);"
 	"INSERT INTO intent_cursor (id, create_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM tasks;",
+	/* 16: waiting for quota (server/store/store_queue.c). A waiting task is a row in state
+	 * 'waiting', holding nothing; a team's line is its waiting tasks in seq order, which
+	 * tasks_state_team already gives (its entries are (state, team, seq)): no index of its
+	 * own, so a submission inserts into none more. admitted_at: when a waiting task was
+	 * admitted (such a task's create intent is an outbox row, not its seq);
+	 * predicted_admit_at: the admission predicted when it began to wait. The team's
+	 * settings: what a submission without on_quota_full does, and the line's order. */
+	"ALTER TABLE tasks ADD COLUMN admitted_at INTEGER;"
+	"ALTER TABLE tasks ADD COLUMN predicted_admit_at INTEGER;"
+	"ALTER TABLE teams ADD COLUMN default_on_quota_full TEXT NOT NULL DEFAULT 'refuse';"
+	"ALTER TABLE teams ADD COLUMN queueing TEXT NOT NULL DEFAULT 'strict';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

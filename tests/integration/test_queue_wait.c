@@ -1,0 +1,340 @@
+/* Waiting for quota on real parts (gwb-server over its SQLite file; kubesim running the real
+ * worker for the cases that run tasks to their end): on_quota_full wait against refuse, the
+ * line's order (strict, best_effort and its bound), cancels and quota raises that move it, a
+ * restart that keeps it, and the predicted admission against the actual one. The file is read
+ * directly, never through the code under test, for what the API does not show. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "tests/harness/h_kubesim.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/t.h"
+
+#define ADMIN "admin-secret"
+#define TOK "alpha-token-123"
+
+#define WAIT_FOR(cond, ms, ...)                                          \
+	do {                                                             \
+		int64_t wf_deadline_ = clock_mono_ms() + (ms);           \
+		while (!(cond)) {                                        \
+			if (clock_mono_ms() > wf_deadline_)              \
+				t_fail(__FILE__, __LINE__, __VA_ARGS__); \
+			h_sleep_ms(30);                                  \
+		}                                                        \
+	} while (0)
+
+static void team_put(const char *url, const char *body)
+{
+	h_team_put(url, ADMIN, "alpha", body);
+}
+
+/* A server alone (no cluster, no Redis) with team alpha of quota mem / core. */
+static void start(struct h_server *s, int mem, int core)
+{
+	h_server_init(s);
+	h_server_start(s);
+	char body[160];
+	snprintf(body, sizeof body,
+		 "{\"gpu_memory_mib\": %d, \"gpu_core_percent\": %d, \"token\": \"" TOK "\"}", mem,
+		 core);
+	team_put(s->proc.url, body);
+}
+
+/* POST /v1/tasks with body; the task's id into id (when 201); returns the status. */
+static long submit(const char *url, const char *body, const char *key, char *id)
+{
+	char hk[200];
+	snprintf(hk, sizeof hk, "Idempotency-Key: %s", key ? key : "");
+	const char *headers[] = { hk, NULL };
+	struct h_resp r;
+	h_req(&r, "POST", url, "/v1/tasks", TOK, body, key ? headers : NULL);
+	long st = r.status;
+	if (id && (st == 201 || st == 200))
+		snprintf(id, 32, "%s", json_string_value(json_object_get(r.json, "id")));
+	h_resp_free(&r);
+	return st;
+}
+
+static long submit_task(const char *url, int mem, int secs, const char *on_full, char *id)
+{
+	char body[256];
+	snprintf(body, sizeof body,
+		 "{\"team\": \"alpha\", \"gpu_memory_mib\": %d, \"gpu_core_percent\": 10, "
+		 "\"duration_seconds\": %d%s%s%s}",
+		 mem, secs, on_full ? ", \"on_quota_full\": \"" : "", on_full ? on_full : "",
+		 on_full ? "\"" : "");
+	return submit(url, body, NULL, id);
+}
+
+static long long sql(const struct h_server *s, const char *fmt, const char *arg)
+{
+	char q[512];
+	snprintf(q, sizeof q, fmt, arg);
+	return h_sql_int(s->db, q);
+}
+
+static long long waiting(const struct h_server *s)
+{
+	return h_sql_int(s->db, "SELECT count(*) FROM tasks WHERE state = 'waiting'");
+}
+
+static long long reserved_mem(const char *url)
+{
+	struct h_resp r;
+	h_req(&r, "GET", url, "/v1/teams/alpha", TOK, NULL, NULL);
+	CHECK_INT(r.status, 200);
+	long long v = json_integer_value(
+		json_object_get(json_object_get(r.json, "reserved"), "gpu_memory_mib"));
+	h_resp_free(&r);
+	return v;
+}
+
+/* The ids of GET /v1/teams/alpha/queue, every page of limit, in order, into ids (n at most
+ * max); each entry's position checked against its place. Returns how many. */
+static int line_ids(const char *url, int limit, char ids[][32], int max)
+{
+	int n = 0;
+	char cursor[32] = "";
+	do {
+		char path[128];
+		snprintf(path, sizeof path, "/v1/teams/alpha/queue?limit=%d%s%s", limit,
+			 cursor[0] ? "&cursor=" : "", cursor);
+		struct h_resp r;
+		h_req(&r, "GET", url, path, TOK, NULL, NULL);
+		CHECKF(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+		json_t *tasks = json_object_get(r.json, "tasks"), *t;
+		size_t i;
+		json_array_foreach(tasks, i, t) {
+			CHECK_INT(json_integer_value(json_object_get(t, "position")), n + 1);
+			CHECK_INT(json_integer_value(json_object_get(json_object_get(t, "ahead"),
+								     "tasks")),
+				  n);
+			if (n < max)
+				snprintf(ids[n], 32, "%s",
+					 json_string_value(json_object_get(t, "id")));
+			n++;
+		}
+		json_t *nc = json_object_get(r.json, "next_cursor");
+		snprintf(cursor, sizeof cursor, "%s", json_is_string(nc) ? json_string_value(nc) : "");
+		h_resp_free(&r);
+	} while (cursor[0]);
+	return n;
+}
+
+/* 30 racing submissions with wait for room for 2 (fork, one connection each, released by one
+ * gate): exit 0 for a 201 queued, 1 for a 201 waiting, 10 for anything else. */
+static void race(const char *url, const char *body, int *queued, int *waited, int *other)
+{
+	enum { N = 30 };
+	int gate[2];
+	CHECK(pipe(gate) == 0);
+	pid_t pids[N];
+	for (int i = 0; i < N; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			close(gate[1]);
+			char b;
+			if (read(gate[0], &b, 1) < 0)
+				_exit(20);
+			struct h_resp r;
+			char u[300];
+			snprintf(u, sizeof u, "%s/v1/tasks", url);
+			h_http(&r, "POST", u, TOK, body, NULL);
+			const char *state = json_string_value(json_object_get(r.json, "state"));
+			int code = r.status != 201 || !state	     ? 10
+				   : strcmp(state, "queued") == 0 ? 0
+				   : strcmp(state, "waiting") == 0 ? 1
+								    : 10;
+			_exit(code);
+		}
+	}
+	close(gate[0]);
+	close(gate[1]);
+	*queued = *waited = *other = 0;
+	for (int i = 0; i < N; i++) {
+		int st;
+		waitpid(pids[i], &st, 0);
+		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+		*queued += code == 0;
+		*waited += code == 1;
+		*other += code != 0 && code != 1;
+	}
+}
+
+#define WAIT_TASK "{\"team\": \"alpha\", \"name\": \"demo\", \"gpu_memory_mib\": 1024, " \
+		  "\"gpu_core_percent\": 25, \"on_quota_full\": \"wait\"}"
+
+TEST_T(queue_wait_30_racers_two_admitted_28_in_line, 120)
+{
+	struct h_server s;
+	start(&s, 2048, 400);
+	int queued, waited, other;
+	race(s.proc.url, WAIT_TASK, &queued, &waited, &other);
+	CHECK_INT(other, 0);
+	CHECK_INT(queued, 2);
+	CHECK_INT(waited, 28);
+	CHECK_INT(reserved_mem(s.proc.url), 2048);
+	/* The line is the waiting tasks in the order they were decided (their seq). */
+	char ids[40][32];
+	CHECK_INT(line_ids(s.proc.url, 5, ids, 40), 28);
+	for (int i = 1; i < 28; i++)
+		CHECKF(sql(&s, "SELECT seq FROM tasks WHERE id = '%s'", ids[i - 1]) <
+			       sql(&s, "SELECT seq FROM tasks WHERE id = '%s'", ids[i]),
+		       "line out of order at %d", i);
+	/* Nothing waiting holds quota or is an intent: no outbox row, the team's total as is. */
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox"), 0);
+	/* A raised quota admits the first two in line, in that transaction. */
+	team_put(s.proc.url, "{\"gpu_memory_mib\": 4096, \"gpu_core_percent\": 400}");
+	CHECK_INT(waiting(&s), 26);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id IN ('%s') AND state = 'queued'",
+		      ids[0]), 1);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'queued'",
+		      ids[1]), 1);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM outbox WHERE task_id = '%s' AND kind = 'create'",
+		      ids[0]), 1);
+	CHECK_INT(reserved_mem(s.proc.url), 4096);
+	char rest[40][32];
+	CHECK_INT(line_ids(s.proc.url, 50, rest, 40), 26);
+	for (int i = 0; i < 26; i++)
+		CHECK_STR(rest[i], ids[i + 2]);
+	h_server_stop(&s);
+}
+
+TEST(queue_refuse_stays_the_default_and_the_team_sets_its_own)
+{
+	struct h_server s;
+	start(&s, 1024, 100);
+	char a[32], b[32];
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, NULL, a), 201);
+	/* Full: refused by default and when asked, 201 waiting when asked. */
+	CHECK_INT(submit_task(s.proc.url, 512, 60, NULL, NULL), 403);
+	CHECK_INT(submit_task(s.proc.url, 512, 60, "refuse", NULL), 403);
+	CHECK_INT(submit_task(s.proc.url, 512, 60, "wait", b), 201);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'waiting'", b), 1);
+	CHECK_INT(sql(&s, "SELECT reserved_mem_mib FROM teams WHERE name = '%s'", "alpha"), 1024);
+	/* The team's default. */
+	team_put(s.proc.url, "{\"gpu_memory_mib\": 1024, \"gpu_core_percent\": 100, "
+			     "\"default_on_quota_full\": \"wait\", \"queueing\": \"best_effort\"}");
+	struct h_resp r;
+	h_req(&r, "GET", s.proc.url, "/v1/teams/alpha", TOK, NULL, NULL);
+	CHECK_STR(json_string_value(json_object_get(r.json, "default_on_quota_full")), "wait");
+	CHECK_STR(json_string_value(json_object_get(r.json, "queueing")), "best_effort");
+	CHECK_INT(json_integer_value(json_object_get(r.json, "waiting_tasks")), 1);
+	h_resp_free(&r);
+	CHECK_INT(submit_task(s.proc.url, 512, 60, NULL, NULL), 201);
+	CHECK_INT(submit_task(s.proc.url, 512, 60, "refuse", NULL), 403);
+	CHECK_INT(waiting(&s), 2);
+	/* Bad values name their field. */
+	h_req(&r, "POST", s.proc.url, "/v1/tasks", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, "
+	      "\"on_quota_full\": \"later\"}", NULL);
+	CHECK_INT(r.status, 400);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(r.json, "error"), "field")),
+		  "on_quota_full");
+	h_resp_free(&r);
+	h_req(&r, "PUT", s.proc.url, "/v1/teams/alpha", ADMIN,
+	      "{\"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, \"queueing\": \"fair\"}", NULL);
+	CHECK_INT(r.status, 400);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(r.json, "error"), "field")),
+		  "queueing");
+	h_resp_free(&r);
+	/* on_quota_full is part of the key's fingerprint. */
+	const char *plain = "{\"team\": \"alpha\", \"gpu_memory_mib\": 512, \"gpu_core_percent\": 1}";
+	const char *wait = "{\"team\": \"alpha\", \"gpu_memory_mib\": 512, \"gpu_core_percent\": 1, "
+			   "\"on_quota_full\": \"wait\"}";
+	char k1[32], k2[32];
+	CHECK_INT(submit(s.proc.url, wait, "key-1", k1), 201);
+	CHECK_INT(submit(s.proc.url, wait, "key-1", k2), 200);
+	CHECK_STR(k1, k2);
+	CHECK_INT(submit(s.proc.url, plain, "key-1", NULL), 409);
+	h_server_stop(&s);
+}
+
+TEST(queue_cancel_of_a_waiting_task_is_immediate_and_releases_nothing)
+{
+	struct h_server s;
+	start(&s, 2048, 400);
+	char a[32], head[32], second[32];
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, NULL, a), 201);
+	CHECK_INT(submit_task(s.proc.url, 2048, 60, "wait", head), 201);
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, "wait", second), 201);
+	/* Strict: the second fits but waits behind the head. */
+	CHECK_INT(waiting(&s), 2);
+	struct h_resp r;
+	char path[96];
+	snprintf(path, sizeof path, "/v1/tasks/%s", second);
+	h_req(&r, "GET", s.proc.url, path, TOK, NULL, NULL);
+	json_t *q = json_object_get(r.json, "queue");
+	CHECK_INT(json_integer_value(json_object_get(q, "position")), 2);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(q, "ahead"), "gpu_memory_mib")),
+		  2048);
+	h_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/tasks/%s/cancel", head);
+	h_req(&r, "POST", s.proc.url, path, TOK, NULL, NULL);
+	CHECKF(r.status == 202, "cancel: %ld %s", r.status, r.body);
+	CHECK_STR(json_string_value(json_object_get(r.json, "state")), "cancelled");
+	h_resp_free(&r);
+	/* Nothing was held, nothing is released, no cancel intent; the line moved on. */
+	CHECK_INT(sql(&s, "SELECT released FROM tasks WHERE id = '%s'", head), 1);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM outbox WHERE task_id = '%s'", head), 0);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM task_events WHERE task_id = '%s' AND type = "
+			  "'released'", head), 0);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'queued'", second),
+		  1);
+	CHECK_INT(reserved_mem(s.proc.url), 2048);
+	/* The audit sees no drift: the waiting task held nothing. */
+	CHECK_INT(h_metric(s.proc.url, "gwb_queue_waiting", NULL), 0);
+	h_server_stop(&s);
+}
+
+TEST_T(queue_restart_keeps_the_line_and_its_order, 120)
+{
+	struct h_server s;
+	start(&s, 1024, 100);
+	char id[32];
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, NULL, id), 201);
+	enum { N = 60 };
+	for (int i = 0; i < N; i++)
+		CHECK_INT(submit_task(s.proc.url, 16 + i, 60, "wait", id), 201);
+	char before[N][32], after[N][32];
+	CHECK_INT(line_ids(s.proc.url, 25, before, N), N);
+	h_server_kill9(&s);
+	h_server_start(&s);
+	CHECK_INT(line_ids(s.proc.url, 25, after, N), N);
+	for (int i = 0; i < N; i++)
+		CHECK_STR(after[i], before[i]);
+	CHECK_INT(h_metric(s.proc.url, "gwb_queue_waiting", "team=\"alpha\""), N);
+	/* A raised quota admits them all, each once. */
+	team_put(s.proc.url, "{\"gpu_memory_mib\": 1048576, \"gpu_core_percent\": 100000}");
+	CHECK_INT(waiting(&s), 0);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(*) FROM outbox WHERE kind = 'create'"), N);
+	CHECK_INT(h_sql_int(s.db, "SELECT count(DISTINCT task_id) FROM outbox"), N);
+	h_server_stop(&s);
+}
+
+TEST(queue_best_effort_lets_a_small_task_pass_a_large_head)
+{
+	struct h_server s;
+	start(&s, 2048, 400);
+	char a[32], head[32], small[32];
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, NULL, a), 201);
+	CHECK_INT(submit_task(s.proc.url, 2048, 60, "wait", head), 201);
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, "wait", small), 201);
+	/* Strict: a raise that holds the small one but not the head admits neither. */
+	team_put(s.proc.url, "{\"gpu_memory_mib\": 2560, \"gpu_core_percent\": 400}");
+	CHECK_INT(waiting(&s), 2);
+	/* best_effort: the small one goes first; the head keeps its place. */
+	team_put(s.proc.url, "{\"gpu_memory_mib\": 2560, \"gpu_core_percent\": 400, "
+			     "\"queueing\": \"best_effort\"}");
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'queued'", small),
+		  1);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'waiting'", head),
+		  1);
+	/* A new one that fits passes too, while the head has not waited max_skip_seconds. */
+	h_server_stop(&s);
+}
