@@ -274,6 +274,11 @@ static void reconcile_task(struct reconciler *r, const char *id, struct task *t,
 	}
 	if (!recon_ops_idle(r->ops, id))
 		goto out; /* the operation's answer marks the task dirty again */
+	if (t->state == TASK_WAITING) {
+		/* Waiting for its team's quota: no Job until its line admits it. */
+		recon_ops_settle(r->ops, id, 0, 1);
+		goto out;
+	}
 	if (take_queued(r, t, now)) {
 		retry_task(r, id);
 		goto out;

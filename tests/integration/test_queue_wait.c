@@ -338,3 +338,122 @@ TEST(queue_best_effort_lets_a_small_task_pass_a_large_head)
 	/* A new one that fits passes too, while the head has not waited max_skip_seconds. */
 	h_server_stop(&s);
 }
+
+/* ---- on kubesim: tasks run to their end ---- */
+
+static void stack(struct h_stack *st, int with_redis, int mem, int core)
+{
+	static const char *const env[] = { "GWB_HTTP_RATE_LIMIT_PER_S=0", NULL };
+	char body[160];
+	snprintf(body, sizeof body,
+		 "{\"gpu_memory_mib\": %d, \"gpu_core_percent\": %d, \"token\": \"" TOK "\"}", mem,
+		 core);
+	h_stack_start(st, with_redis, NULL, env, "alpha", body);
+}
+
+static long long ended(const struct h_server *s)
+{
+	return h_sql_int(s->db, "SELECT count(*) FROM tasks WHERE state = 'succeeded' AND "
+				"released = 1");
+}
+
+/* Tasks that had a Job (a scheduler event) before their admission: none may. */
+static long long no_job_while_waiting(const struct h_server *s)
+{
+	return h_sql_int(s->db, "SELECT count(*) FROM task_events e JOIN tasks t ON t.id = "
+				"e.task_id WHERE t.admitted_at IS NOT NULL AND e.ts < t.admitted_at "
+				"AND e.type = 'scheduler_event'");
+}
+
+TEST_T(queue_wait_30_racers_all_run_in_line_order_never_above_quota, 240)
+{
+	struct h_stack st;
+	stack(&st, 1, 2048, 400);
+	const char *url = st.srv.proc.url;
+	int queued, waited, other;
+	race(url,
+	     "{\"team\": \"alpha\", \"gpu_memory_mib\": 1024, \"gpu_core_percent\": 25, "
+	     "\"duration_seconds\": 1, \"on_quota_full\": \"wait\"}",
+	     &queued, &waited, &other);
+	CHECK_INT(other, 0);
+	CHECK_INT(queued, 2);
+	CHECK_INT(waited, 28);
+	/* Sampled while they run: the team never holds more than its quota. */
+	int64_t deadline = clock_mono_ms() + 200000;
+	long long samples = 0;
+	while (ended(&st.srv) < 30) {
+		CHECKF(clock_mono_ms() < deadline, "ended %lld of 30, waiting %lld", ended(&st.srv),
+		       waiting(&st.srv));
+		long long r = reserved_mem(url);
+		CHECKF(r >= 0 && r <= 2048, "reserved %lld above the quota", r);
+		samples++;
+		h_sleep_ms(50);
+	}
+	CHECK(samples > 0);
+	CHECK_INT(reserved_mem(url), 0);
+	/* Admitted in line order (strict): by seq, the admissions' times never go back. */
+	CHECK_INT(h_sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE admitted_at IS NOT NULL"),
+		  28);
+	CHECK_INT(h_sql_int(st.srv.db,
+			    "SELECT count(*) FROM tasks a JOIN tasks b ON b.seq > a.seq WHERE "
+			    "a.admitted_at IS NOT NULL AND b.admitted_at IS NOT NULL AND "
+			    "b.admitted_at < a.admitted_at"),
+		  0);
+	/* Each admitted once, with one create intent; no drift. */
+	CHECK_INT(h_sql_int(st.srv.db, "SELECT count(*) FROM task_events WHERE type = 'admitted'"),
+		  28);
+	CHECK_INT(h_sql_int(st.srv.db, "SELECT count(*) FROM outbox WHERE kind = 'create'"), 28);
+	CHECK_INT(h_metric(url, "gwb_queue_wait_seconds_count", NULL), 28);
+	CHECK_INT(no_job_while_waiting(&st.srv), 0);
+	h_server_stop(&st.srv);
+}
+
+/* Waits until task id is in state. */
+static void wait_state(const struct h_server *s, const char *id, const char *state)
+{
+	char q[256];
+	snprintf(q, sizeof q, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = '%s'", id,
+		 state);
+	WAIT_FOR(h_sql_int(s->db, q) == 1, 60000, "%s never %s", id, state);
+}
+
+TEST_T(queue_prediction_within_a_second_or_a_tenth, 180)
+{
+	struct h_stack st;
+	stack(&st, 0, 2048, 400);
+	const char *url = st.srv.proc.url;
+	char a[32], b[32], w[4][32];
+	CHECK_INT(submit_task(url, 1024, 4, NULL, a), 201);
+	CHECK_INT(submit_task(url, 1024, 6, NULL, b), 201);
+	wait_state(&st.srv, a, "running");
+	wait_state(&st.srv, b, "running");
+	for (int i = 0; i < 4; i++)
+		CHECK_INT(submit_task(url, 1024, 3, "wait", w[i]), 201);
+	/* The view names what the head waits for: a's end. */
+	struct h_resp r;
+	char path[96];
+	snprintf(path, sizeof path, "/v1/tasks/%s", w[0]);
+	h_req(&r, "GET", url, path, TOK, NULL, NULL);
+	json_t *q = json_object_get(r.json, "queue");
+	CHECK_INT(json_integer_value(json_object_get(q, "position")), 1);
+	CHECK(json_is_string(json_object_get(q, "predicted_admit_at")));
+	CHECK_STR(json_string_value(json_array_get(json_object_get(q, "basis"), 0)), a);
+	h_resp_free(&r);
+	WAIT_FOR(ended(&st.srv) == 6, 120000, "ended %lld of 6", ended(&st.srv));
+	for (int i = 0; i < 4; i++) {
+		char sql_[256];
+		snprintf(sql_, sizeof sql_, "SELECT admitted_at - created_at FROM tasks WHERE id = '%s'",
+			 w[i]);
+		long long waited_ms = h_sql_int(st.srv.db, sql_);
+		snprintf(sql_, sizeof sql_,
+			 "SELECT abs(admitted_at - predicted_admit_at) FROM tasks WHERE id = '%s'",
+			 w[i]);
+		long long err = h_sql_int(st.srv.db, sql_);
+		long long bound = waited_ms / 10 > 1000 ? waited_ms / 10 : 1000;
+		t_log("waiting task %d: waited %lld ms, predicted within %lld ms", i, waited_ms, err);
+		CHECKF(err >= 0 && err <= bound, "task %d: error %lld ms over %lld", i, err, bound);
+	}
+	CHECK_INT(no_job_while_waiting(&st.srv), 0);
+	CHECK_INT(h_metric(url, "gwb_queue_prediction_error_seconds_count", NULL), 4);
+	h_server_stop(&st.srv);
+}
