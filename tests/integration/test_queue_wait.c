@@ -287,8 +287,15 @@ TEST(queue_cancel_of_a_waiting_task_is_immediate_and_releases_nothing)
 	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'queued'", second),
 		  1);
 	CHECK_INT(reserved_mem(s.proc.url), 2048);
-	/* The audit sees no drift: the waiting task held nothing. */
 	CHECK_INT(h_metric(s.proc.url, "gwb_queue_waiting", NULL), 0);
+	/* The audit sees no drift with a task waiting: it holds nothing. */
+	char third[32];
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, "wait", third), 201);
+	CHECK_INT(h_metric(s.proc.url, "gwb_queue_waiting", "team=\"alpha\""), 1);
+	h_req(&r, "GET", s.proc.url, "/v1/audit", ADMIN, NULL, NULL);
+	CHECKF(r.status == 200, "audit: %ld %s", r.status, r.body);
+	CHECK_INT(json_integer_value(json_object_get(r.json, "drift")), 0);
+	h_resp_free(&r);
 	h_server_stop(&s);
 }
 
@@ -455,5 +462,74 @@ TEST_T(queue_prediction_within_a_second_or_a_tenth, 180)
 	}
 	CHECK_INT(no_job_while_waiting(&st.srv), 0);
 	CHECK_INT(h_metric(url, "gwb_queue_prediction_error_seconds_count", NULL), 4);
+	h_server_stop(&st.srv);
+}
+
+TEST_T(queue_best_effort_passes_the_head_only_within_max_skip_seconds, 180)
+{
+	struct h_stack st;
+	static const char *const env[] = { "GWB_HTTP_RATE_LIMIT_PER_S=0",
+					   "GWB_QUEUE_MAX_SKIP_SECONDS=6", NULL };
+	h_stack_start(&st, 0, NULL, env, "alpha",
+		      "{\"gpu_memory_mib\": 2048, \"gpu_core_percent\": 400, \"queueing\": "
+		      "\"best_effort\", \"token\": \"" TOK "\"}");
+	const char *url = st.srv.proc.url;
+	char a[32], b[32], head[32], small[6][32];
+	CHECK_INT(submit_task(url, 1024, 2, NULL, a), 201);
+	CHECK_INT(submit_task(url, 1024, 2, NULL, b), 201);
+	CHECK_INT(submit_task(url, 2048, 1, "wait", head), 201);
+	for (int i = 0; i < 6; i++)
+		CHECK_INT(submit_task(url, 1024, 3, "wait", small[i]), 201);
+	WAIT_FOR(ended(&st.srv) == 9, 150000, "ended %lld of 9", ended(&st.srv));
+	/* Small ones passed the head, each while the head had waited at most 6 s; the head
+	 * was admitted in the end. */
+	long long passed = sql(&st.srv,
+			       "SELECT count(*) FROM tasks s, tasks h WHERE h.id = '%s' AND "
+			       "s.admitted_at < h.admitted_at AND s.seq > h.seq", head);
+	CHECK(passed >= 1);
+	CHECK_INT(sql(&st.srv,
+		      "SELECT count(*) FROM tasks s, tasks h WHERE h.id = '%s' AND s.admitted_at < "
+		      "h.admitted_at AND s.seq > h.seq AND s.admitted_at - h.created_at > 6000", head),
+		  0);
+	CHECK_INT(reserved_mem(url), 0);
+	CHECK_INT(no_job_while_waiting(&st.srv), 0);
+	h_server_stop(&st.srv);
+}
+
+TEST_T(queue_kill9_during_admissions_admits_nothing_twice, 240)
+{
+	struct h_stack st;
+	stack(&st, 1, 2048, 400);
+	const char *url = st.srv.proc.url;
+	enum { N = 12 };
+	char id[N][32];
+	for (int i = 0; i < N; i++)
+		CHECK_INT(submit_task(url, 1024, 1, "wait", id[i]), 201);
+	/* Killed once the line has begun to move, then again a little later. */
+	WAIT_FOR(h_sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE admitted_at IS NOT NULL") >= 2,
+		 60000, "no admission");
+	h_server_kill9(&st.srv);
+	h_server_start(&st.srv);
+	WAIT_FOR(h_sql_int(st.srv.db, "SELECT count(*) FROM tasks WHERE admitted_at IS NOT NULL") >= 5,
+		 60000, "no admission after the restart");
+	h_server_kill9(&st.srv);
+	h_server_start(&st.srv);
+	url = st.srv.proc.url;
+	WAIT_FOR(ended(&st.srv) == N, 180000, "ended %lld of %d", ended(&st.srv), N);
+	/* Every acknowledged task is there and ran; none was admitted twice or has two create
+	 * intents; nothing is held and the audit finds no drift. */
+	for (int i = 0; i < N; i++) {
+		CHECK_INT(sql(&st.srv, "SELECT count(*) FROM task_events WHERE task_id = '%s' AND "
+				       "type = 'admitted'", id[i]) <= 1, 1);
+		CHECK_INT(sql(&st.srv, "SELECT count(*) FROM outbox WHERE task_id = '%s' AND kind = "
+				       "'create'", id[i]),
+			  sql(&st.srv, "SELECT admitted_at IS NOT NULL FROM tasks WHERE id = '%s'",
+			      id[i]));
+	}
+	CHECK_INT(reserved_mem(url), 0);
+	struct h_resp r;
+	h_req(&r, "GET", url, "/v1/audit", ADMIN, NULL, NULL);
+	CHECK_INT(json_integer_value(json_object_get(r.json, "drift")), 0);
+	h_resp_free(&r);
 	h_server_stop(&st.srv);
 }
