@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/alloc.h"
 #include "lib/clock.h"
 #include "tests/harness/h_kubesim.h"
 #include "tests/harness/harness.h"
@@ -532,4 +533,60 @@ TEST_T(queue_kill9_during_admissions_admits_nothing_twice, 240)
 	CHECK_INT(json_integer_value(json_object_get(r.json, "drift")), 0);
 	h_resp_free(&r);
 	h_server_stop(&st.srv);
+}
+
+/* Runs gwbctl against s with args (a word list of the case's own) and TOK; its stdout
+ * (gwb_malloc'd) and exit code. */
+static char *ctl(const struct h_server *s, const char *args, int *code)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "GWB_URL='%s' GWB_TOKEN=%s '%s' %s 2>/dev/null", s->proc.url, TOK,
+		 h_bin("gwbctl"), args);
+	fflush(stdout);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	size_t cap = 1 << 18, len = 0, n;
+	char *buf = gwb_malloc(cap);
+	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0)
+		len += n;
+	buf[len] = '\0';
+	int st = pclose(p);
+	*code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return buf;
+}
+
+TEST(queue_gwbctl_submits_to_wait_and_shows_the_line)
+{
+	struct h_server s;
+	start(&s, 1024, 100);
+	int code;
+	char *out = ctl(&s, "-o name submit --team alpha --mem 1024 --core 10", &code);
+	CHECK_INT(code, 0);
+	gwb_free(out);
+	out = ctl(&s, "-o json submit --team alpha --mem 512 --core 10 --name second "
+		      "--on-quota-full wait", &code);
+	CHECK_INT(code, 0);
+	json_t *t = json_loads(out, 0, NULL);
+	gwb_free(out);
+	CHECK_STR(json_string_value(json_object_get(t, "state")), "waiting");
+	char id[32];
+	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(t, "id")));
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(t, "queue"), "position")), 1);
+	json_decref(t);
+	/* get shows the place in text; queue lists the line (every team the token sees). */
+	char args[128];
+	snprintf(args, sizeof args, "-o text get %s", id);
+	out = ctl(&s, args, &code);
+	CHECK_INT(code, 0);
+	CHECKF(strstr(out, "position 1, 0 ahead"), "%s", out);
+	gwb_free(out);
+	out = ctl(&s, "-o text queue", &code);
+	CHECK_INT(code, 0);
+	CHECKF(strstr(out, id) && strstr(out, "second"), "%s", out);
+	gwb_free(out);
+	out = ctl(&s, "-o name queue --team alpha", &code);
+	CHECK_INT(code, 0);
+	CHECK(strncmp(out, id, strlen(id)) == 0);
+	gwb_free(out);
+	h_server_stop(&s);
 }
