@@ -54,6 +54,19 @@ void api_task_reply_waiting(struct req *r, int status, const struct task *t)
 	http_reply_json(r, status, view);
 }
 
+json_t *api_queue_dry_run(struct req *r, const struct task_req *q, int fits)
+{
+	json_t *place = NULL;
+	int waits = 0;
+	if (store_queue_dry_run(r->api->store, q, fits, clock_now_ms(), &waits, place_one,
+				&place) ||
+	    !waits) {
+		json_decref(place);
+		return json_null();
+	}
+	return place ? place : json_pack("{s:n}", "predicted_admit_at");
+}
+
 /* A listing's entry: the task's id, name, request and its place. */
 static void entry_one(void *arg, const struct store_queue_entry *e)
 {

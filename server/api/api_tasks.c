@@ -294,7 +294,12 @@ static void dry_run(struct req *r, const struct task_req *q)
 	const char *strategy = r->api->cfg->predict_strategy;
 	json_t *basis = json_pack("{s:b, s:s}", "picture_fresh", 0, "strategy", strategy);
 	json_t *placement = json_null();
-	if (v.admitted && r->api->recon) {
+	json_t *line = api_queue_dry_run(r, q, v.admitted);
+	if (!json_is_null(line)) {
+		/* It would wait in its team's line: no placement before its admission. */
+		json_object_set_new(basis, "note", json_string("the task would wait for its "
+							       "team's quota (see queue)"));
+	} else if (v.admitted && r->api->recon) {
 		struct diag_req dr = { "(dry run)", q->gpu_memory_mib, q->gpu_core_percent,
 				       q->gpu_count, u.reserved_mem, u.quota_mem,
 				       u.reserved_core, u.quota_core };
@@ -310,8 +315,8 @@ static void dry_run(struct req *r, const struct task_req *q)
 		json_object_set_new(basis, "note",
 				    json_string("no Kubernetes API is configured: no placement"));
 	}
-	http_reply_json(r, 200, json_pack("{s:b, s:o, s:o, s:o}", "dry_run", 1, "quota", quota,
-					  "placement", placement, "basis", basis));
+	http_reply_json(r, 200, json_pack("{s:b, s:o, s:o, s:o, s:o}", "dry_run", 1, "quota", quota,
+					  "placement", placement, "basis", basis, "queue", line));
 }
 
 /* A submission waiting for the group commit: its request (q's team and name are the copies

@@ -408,6 +408,10 @@ typedef void (*store_queue_fn)(void *arg, const struct store_queue_entry *e);
  * next page, 0 when none. 0, GWB_ENOTFOUND (no such team) or GWB_EDB. */
 int store_queue_list(struct store *s, const char *team, int64_t from_seq, int limit,
 		     int64_t now_ms, store_queue_fn fn, void *arg, int64_t *next);
+/* The dry run of req (fits: the quota holds it now): *waits 1 when it would wait in its
+ * team's line, and then fn is called once with its place at the line's end. 0 or an error. */
+int store_queue_dry_run(struct store *s, const struct task_req *req, int fits, int64_t now_ms,
+			int *waits, store_queue_fn fn, void *arg);
 /* Calls fn for each team with waiting tasks, with their count. 0 or GWB_EDB. */
 int store_queue_waiting_counts(struct store *s, void (*fn)(void *arg, const char *team, int64_t n),
 			       void *arg);

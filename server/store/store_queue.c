@@ -415,8 +415,69 @@ static int line_replay_read(struct store *s, const char *team, int64_t from_seq,
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : GWB_EDB;
 }
 
+/* A task not submitted yet, put at the end of the line (the dry run's). */
+struct extra_waiter {
+	int64_t mem, core, duration_seconds;
+};
+
+/* Appends x to the line read: the page is x alone. */
+static void extra_append(struct replay *r, const struct extra_waiter *x, int *first)
+{
+	if (r->nw == r->capw) {
+		r->capw = r->capw ? 2 * r->capw : 64;
+		r->w = gwb_realloc(r->w, sizeof *r->w * (size_t)r->capw);
+		r->e = gwb_realloc(r->e, sizeof *r->e * (size_t)r->capw);
+		r->wid = gwb_realloc(r->wid, sizeof *r->wid * (size_t)r->capw);
+		r->wname = gwb_realloc(r->wname, sizeof *r->wname * (size_t)r->capw);
+	}
+	int i = r->nw++;
+	memset(&r->e[i], 0, sizeof r->e[i]);
+	snprintf(r->wid[i], sizeof r->wid[0], "(dry run)");
+	r->wname[i][0] = '\0';
+	r->e[i].seq = INT64_MAX;
+	r->e[i].gpu_memory_mib = x->mem;
+	r->e[i].gpu_core_percent = x->core;
+	r->e[i].duration_seconds = x->duration_seconds;
+	r->e[i].position = i + 1;
+	*first = i;
+}
+
+static int replay_list(struct store *s, const char *team, int64_t from_seq, int limit,
+		       const struct extra_waiter *extra, int64_t now_ms, store_queue_fn fn,
+		       void *arg, int64_t *next);
+
 int store_queue_list(struct store *s, const char *team, int64_t from_seq, int limit,
 		     int64_t now_ms, store_queue_fn fn, void *arg, int64_t *next)
+{
+	return replay_list(s, team, from_seq, limit, NULL, now_ms, fn, arg, next);
+}
+
+int store_queue_dry_run(struct store *s, const struct task_req *req, int fits, int64_t now_ms,
+			int *waits, store_queue_fn fn, void *arg)
+{
+	*waits = 0;
+	int wait = req->on_quota_full == STORE_ON_FULL_WAIT, rc = 0;
+	if (req->on_quota_full == STORE_ON_FULL_DEFAULT &&
+	    (rc = store_queue_team_waits(s, req->team, &wait)))
+		return rc;
+	if (!wait)
+		return 0;
+	int blocks = !fits;
+	if (fits && (rc = store_queue_blocks(s, req->team, now_ms, &blocks)))
+		return rc;
+	if (!blocks)
+		return 0;
+	*waits = 1;
+	struct extra_waiter x = { req->gpu_memory_mib * req->gpu_count,
+				  req->gpu_core_percent * req->gpu_count, req->duration_seconds };
+	int64_t next;
+	/* The whole line read (as far as the replay reaches), x after it. */
+	return replay_list(s, req->team, INT64_MAX, 1, &x, now_ms, fn, arg, &next);
+}
+
+static int replay_list(struct store *s, const char *team, int64_t from_seq, int limit,
+		       const struct extra_waiter *extra, int64_t now_ms, store_queue_fn fn,
+		       void *arg, int64_t *next)
 {
 	*next = 0;
 	struct team_usage u;
@@ -430,6 +491,12 @@ int store_queue_list(struct store *s, const char *team, int64_t from_seq, int li
 	    (more = rc = line_replay_read(s, team, from_seq, limit, &r, &first)) < 0)
 		goto out;
 	rc = 0;
+	if (extra) {
+		more = 0;
+		if (r.nw >= QUEUE_REPLAY_MAX)
+			goto out; /* beyond the replay's reach */
+		extra_append(&r, extra, &first);
+	}
 	for (int i = 0; i < r.nw; i++)
 		r.w[i] = (struct qp_waiter){ r.wid[i], r.e[i].gpu_memory_mib, r.e[i].gpu_core_percent,
 					     r.e[i].duration_seconds * 1000 };

@@ -266,6 +266,21 @@ TEST(queue_cancel_of_a_waiting_task_is_immediate_and_releases_nothing)
 	CHECK_INT(submit_task(s.proc.url, 1024, 60, "wait", second), 201);
 	/* Strict: the second fits but waits behind the head. */
 	CHECK_INT(waiting(&s), 2);
+	/* A dry run with wait answers the place it would take, and writes nothing; without,
+	 * none. */
+	struct h_resp d;
+	h_req(&d, "POST", s.proc.url, "/v1/tasks?dry_run=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 16, \"gpu_core_percent\": 1, "
+	      "\"on_quota_full\": \"wait\"}", NULL);
+	CHECK_INT(d.status, 200);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(d.json, "queue"), "position")),
+		  3);
+	h_resp_free(&d);
+	h_req(&d, "POST", s.proc.url, "/v1/tasks?dry_run=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 16, \"gpu_core_percent\": 1}", NULL);
+	CHECK(json_is_null(json_object_get(d.json, "queue")));
+	h_resp_free(&d);
+	CHECK_INT(waiting(&s), 2);
 	struct h_resp r;
 	char path[96];
 	snprintf(path, sizeof path, "/v1/tasks/%s", second);
@@ -437,6 +452,16 @@ TEST_T(queue_prediction_within_a_second_or_a_tenth, 180)
 	wait_state(&st.srv, b, "running");
 	for (int i = 0; i < 4; i++)
 		CHECK_INT(submit_task(url, 1024, 3, "wait", w[i]), 201);
+	/* A dry run with wait: the fifth place, predicted after the four ahead. */
+	struct h_resp d;
+	h_req(&d, "POST", url, "/v1/tasks?dry_run=true", TOK,
+	      "{\"team\": \"alpha\", \"gpu_memory_mib\": 1024, \"gpu_core_percent\": 10, "
+	      "\"duration_seconds\": 3, \"on_quota_full\": \"wait\"}", NULL);
+	CHECK_INT(d.status, 200);
+	json_t *dq = json_object_get(d.json, "queue");
+	CHECK_INT(json_integer_value(json_object_get(dq, "position")), 5);
+	CHECK(json_is_string(json_object_get(dq, "predicted_admit_at")));
+	h_resp_free(&d);
 	/* The view names what the head waits for: a's end. */
 	struct h_resp r;
 	char path[96];
