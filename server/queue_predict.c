@@ -2,6 +2,7 @@
  * which held quota frees, popped until each waiter fits. */
 #include "server/queue_predict.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/alloc.h"
@@ -69,6 +70,8 @@ static int64_t max64(int64_t a, int64_t b)
 /* When a holder frees its quota. */
 static int64_t holder_end(const struct qp_input *in, const struct qp_holder *h)
 {
+	if (h->duration_ms < 0)
+		return INT64_MAX;
 	if (h->ended)
 		return in->now_ms;
 	if (h->started)
@@ -97,7 +100,7 @@ int queue_predict(const struct qp_input *in, struct qp_result *out)
 		const struct qp_waiter *w = &in->waiters[i];
 		struct qp_result *r = &out[i];
 		memset(r, 0, sizeof *r);
-		if (never || w->mem > in->quota_mem || w->core > in->quota_core) {
+		if (never || w->mem > in->quota_mem || w->core > in->quota_core || t == INT64_MAX) {
 			never = 1; /* strict order: nothing behind a task that never fits */
 			r->admit_at = -1;
 			continue;
@@ -106,10 +109,18 @@ int queue_predict(const struct qp_input *in, struct qp_result *out)
 		       h.n > 0) {
 			struct release e = pop(&h);
 			t = max64(t, e.at);
+			if (t == INT64_MAX)
+				break; /* an end not known: never, as far as the replay knows */
 			used_mem -= e.mem;
 			used_core -= e.core;
 			if (r->nbasis < QP_BASIS_MAX)
 				r->basis[r->nbasis++] = e.id;
+		}
+		if (t == INT64_MAX) {
+			never = 1;
+			r->admit_at = -1;
+			r->nbasis = 0;
+			continue;
 		}
 		if (r->nbasis) {
 			last = *r;
@@ -125,4 +136,35 @@ int queue_predict(const struct qp_input *in, struct qp_result *out)
 	}
 	gwb_free(h.a);
 	return 0;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int64_t queue_predict_bind(const struct qp_card *cards, int ncards, int64_t mem, int64_t core,
+			   int64_t count, int64_t now_ms)
+{
+	if (ncards <= 0 || count <= 0 || count > ncards)
+		return -1;
+	int64_t *at = gwb_malloc(sizeof *at * (size_t)ncards);
+	int n = 0;
+	for (int i = 0; i < ncards; i++) {
+		const struct qp_card *c = &cards[i];
+		struct qp_waiter w = { "", mem, core, 0 };
+		struct qp_input in = { now_ms, c->mem_total, c->core_total, 0, c->holders,
+				       c->nholders, &w, 1 };
+		struct qp_result r;
+		if (queue_predict(&in, &r) == 0 && r.admit_at >= 0)
+			at[n++] = r.admit_at;
+	}
+	int64_t out = -1;
+	if (n >= count) {
+		qsort(at, (size_t)n, sizeof *at, cmp64);
+		out = at[count - 1];
+	}
+	gwb_free(at);
+	return out;
 }

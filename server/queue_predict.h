@@ -17,7 +17,7 @@
 struct qp_holder {
 	const char *id;
 	int64_t mem, core;      /* its reservation */
-	int64_t duration_ms;
+	int64_t duration_ms;    /* < 0: its end is not known (it never frees, for the replay) */
 	int started;            /* 1: running since started_at */
 	int ended;              /* 1: its Pods ended, only its release is left: frees now */
 	int64_t started_at;     /* when started */
@@ -53,5 +53,18 @@ struct qp_result {
 /* Predicts the admission of every waiter into out[0..nwaiters). Returns 0, or -1 when out of
  * memory. */
 int queue_predict(const struct qp_input *in, struct qp_result *out);
+
+/* A card for the bind prediction: its capacity and the tasks holding it. */
+struct qp_card {
+	int64_t mem_total, core_total;
+	const struct qp_holder *holders;
+	int nholders;
+};
+/* When a request of mem / core per card on count cards could bind: for each card the same
+ * replay, the card's capacity as the quota and the request as the one waiter (a card frees
+ * as its tasks end), then the count-th earliest card's moment. -1 when fewer than count cards
+ * are known to free enough. */
+int64_t queue_predict_bind(const struct qp_card *cards, int ncards, int64_t mem, int64_t core,
+			   int64_t count, int64_t now_ms);
 
 #endif

@@ -120,3 +120,26 @@ TEST(queue_predict_many_holders_in_any_order)
 	CHECK_INT(r[0].nbasis, QP_BASIS_MAX);
 	CHECK_STR(r[0].basis[0], "h49");
 }
+
+TEST(queue_predict_bind_takes_the_card_that_frees_first)
+{
+	/* Card 0 (8192) holds one task ending in 20 s; card 1 (8192) two ending in 5 s and 12 s,
+	 * of 4096 each; a 6144 request binds on card 1 after both of its ends, 12 s, before card
+	 * 0's 20 s; two such cards: 20 s. */
+	const struct qp_holder c0[] = { { "a", 8192, 50, 0, 1, 0, NOW + 20000, 0 } };
+	const struct qp_holder c1[] = { { "b", 4096, 25, 0, 1, 0, NOW + 5000, 0 },
+					{ "c", 4096, 25, 0, 1, 0, NOW + 12000, 0 } };
+	const struct qp_card cards[] = { { 8192, 100, c0, 1 }, { 8192, 100, c1, 2 } };
+	CHECK_INT(queue_predict_bind(cards, 2, 6144, 10, 1, NOW), NOW + 12000);
+	CHECK_INT(queue_predict_bind(cards, 2, 4096, 10, 1, NOW), NOW + 5000);
+	CHECK_INT(queue_predict_bind(cards, 2, 6144, 10, 2, NOW), NOW + 20000);
+	CHECK_INT(queue_predict_bind(cards, 2, 6144, 10, 3, NOW), -1);
+	/* Larger than any card: never. A holder whose end is not known never frees. */
+	CHECK_INT(queue_predict_bind(cards, 2, 9000, 10, 1, NOW), -1);
+	const struct qp_holder unknown[] = { { "x", 8192, 50, -1, 1, 0, 0, 0 } };
+	const struct qp_card blocked[] = { { 8192, 100, unknown, 1 } };
+	CHECK_INT(queue_predict_bind(blocked, 1, 1024, 10, 1, NOW), -1);
+	/* Free now: now. */
+	const struct qp_card empty[] = { { 8192, 100, NULL, 0 } };
+	CHECK_INT(queue_predict_bind(empty, 1, 1024, 10, 1, NOW), NOW);
+}
