@@ -19,8 +19,10 @@
 
 /* How far past its head a best_effort line looks for a task that fits. */
 #define QUEUE_LOOKAHEAD 32
-/* The line replayed at most this far for a prediction: a place beyond gets none. */
+/* The line replayed at most this far for a prediction: a place beyond gets none. A new
+ * waiting task's prediction (recorded, in the submission's transaction) reaches less far. */
 #define QUEUE_REPLAY_MAX 20000
+#define QUEUE_REPLAY_NEW_MAX 2000
 /* The start latency assumed until one is measured. */
 #define QUEUE_LATENCY_DEFAULT_MS 1000
 
@@ -370,9 +372,9 @@ static int holders_read(struct store *s, const char *team, struct replay *r)
 }
 
 /* The team's line from the head, until limit tasks from from_seq on are read (or the line
- * ends, or QUEUE_REPLAY_MAX are read). *first: the index of the page's first. */
+ * ends, or reach more are read). *first: the index of the page's first. */
 static int line_replay_read(struct store *s, const char *team, int64_t from_seq, int limit,
-			    struct replay *r, int *first)
+			    int reach, struct replay *r, int *first)
 {
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT seq, id, name, created_at, reserved_gpu_memory_mib, "
@@ -381,7 +383,7 @@ static int line_replay_read(struct store *s, const char *team, int64_t from_seq,
 	if (!st)
 		return GWB_EDB;
 	store_bind_text(st, 1, team);
-	sqlite3_bind_int(st, 2, QUEUE_REPLAY_MAX + limit);
+	sqlite3_bind_int(st, 2, reach + limit);
 	*first = -1;
 	int rc, in_page = 0;
 	while (in_page < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -443,13 +445,14 @@ static void extra_append(struct replay *r, const struct extra_waiter *x, int *fi
 }
 
 static int replay_list(struct store *s, const char *team, int64_t from_seq, int limit,
-		       const struct extra_waiter *extra, int64_t now_ms, store_queue_fn fn,
-		       void *arg, int64_t *next);
+		       int reach, const struct extra_waiter *extra, int64_t now_ms,
+		       store_queue_fn fn, void *arg, int64_t *next);
 
 int store_queue_list(struct store *s, const char *team, int64_t from_seq, int limit,
 		     int64_t now_ms, store_queue_fn fn, void *arg, int64_t *next)
 {
-	return replay_list(s, team, from_seq, limit, NULL, now_ms, fn, arg, next);
+	return replay_list(s, team, from_seq, limit, QUEUE_REPLAY_MAX, NULL, now_ms, fn, arg,
+			   next);
 }
 
 int store_queue_dry_run(struct store *s, const struct task_req *req, int fits, int64_t now_ms,
@@ -472,12 +475,13 @@ int store_queue_dry_run(struct store *s, const struct task_req *req, int fits, i
 				  req->gpu_core_percent * req->gpu_count, req->duration_seconds };
 	int64_t next;
 	/* The whole line read (as far as the replay reaches), x after it. */
-	return replay_list(s, req->team, INT64_MAX, 1, &x, now_ms, fn, arg, &next);
+	return replay_list(s, req->team, INT64_MAX, 1, QUEUE_REPLAY_MAX, &x, now_ms, fn, arg,
+			   &next);
 }
 
 static int replay_list(struct store *s, const char *team, int64_t from_seq, int limit,
-		       const struct extra_waiter *extra, int64_t now_ms, store_queue_fn fn,
-		       void *arg, int64_t *next)
+		       int reach, const struct extra_waiter *extra, int64_t now_ms,
+		       store_queue_fn fn, void *arg, int64_t *next)
 {
 	*next = 0;
 	struct team_usage u;
@@ -488,12 +492,12 @@ static int replay_list(struct store *s, const char *team, int64_t from_seq, int 
 	memset(&r, 0, sizeof r);
 	int first = -1, more = 0;
 	if ((rc = holders_read(s, team, &r)) ||
-	    (more = rc = line_replay_read(s, team, from_seq, limit, &r, &first)) < 0)
+	    (more = rc = line_replay_read(s, team, from_seq, limit, reach, &r, &first)) < 0)
 		goto out;
 	rc = 0;
 	if (extra) {
 		more = 0;
-		if (r.nw >= QUEUE_REPLAY_MAX)
+		if (r.nw >= reach)
 			goto out; /* beyond the replay's reach */
 		extra_append(&r, extra, &first);
 	}
@@ -542,7 +546,8 @@ static void predicted_one(void *arg, const struct store_queue_entry *e)
 int store_queue_predict_new(struct store *s, struct task *t, int64_t now_ms)
 {
 	int64_t at = -1, next;
-	int rc = store_queue_list(s, t->team, t->seq, 1, now_ms, predicted_one, &at, &next);
+	int rc = replay_list(s, t->team, t->seq, 1, QUEUE_REPLAY_NEW_MAX, NULL, now_ms,
+			     predicted_one, &at, &next);
 	if (rc || at < 0)
 		return rc;
 	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET predicted_admit_at = ?1 WHERE seq = ?2");

@@ -38,6 +38,8 @@ static void team_put(const char *url, const char *body)
 static void start(struct h_server *s, int mem, int core)
 {
 	h_server_init(s);
+	s->env[0] = "GWB_HTTP_RATE_LIMIT_PER_S=0"; /* the cases submit faster than the limit */
+	s->env[1] = NULL;
 	h_server_start(s);
 	char body[160];
 	snprintf(body, sizeof body,
@@ -321,14 +323,14 @@ TEST_T(queue_restart_keeps_the_line_and_its_order, 120)
 	start(&s, 1024, 100);
 	char id[32];
 	CHECK_INT(submit_task(s.proc.url, 1024, 60, NULL, id), 201);
-	enum { N = 60 };
+	enum { N = 1000 };
 	for (int i = 0; i < N; i++)
-		CHECK_INT(submit_task(s.proc.url, 16 + i, 60, "wait", id), 201);
-	char before[N][32], after[N][32];
-	CHECK_INT(line_ids(s.proc.url, 25, before, N), N);
+		CHECK_INT(submit_task(s.proc.url, 1 + i % 64, 60, "wait", id), 201);
+	static char before[N][32], after[N][32];
+	CHECK_INT(line_ids(s.proc.url, 250, before, N), N);
 	h_server_kill9(&s);
 	h_server_start(&s);
-	CHECK_INT(line_ids(s.proc.url, 25, after, N), N);
+	CHECK_INT(line_ids(s.proc.url, 250, after, N), N);
 	for (int i = 0; i < N; i++)
 		CHECK_STR(after[i], before[i]);
 	CHECK_INT(h_metric(s.proc.url, "gwb_queue_waiting", "team=\"alpha\""), N);
