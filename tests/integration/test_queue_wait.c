@@ -615,6 +615,14 @@ TEST(queue_gwbctl_submits_to_wait_and_shows_the_line)
 	CHECK_INT(code, 0);
 	CHECK(strncmp(out, id, strlen(id)) == 0);
 	gwb_free(out);
+	/* cancel --all takes the line too, so that nothing of it is admitted afterwards. */
+	out = ctl(&s, "-o name cancel --all --team alpha --yes", &code);
+	CHECK_INT(code, 0);
+	CHECKF(strstr(out, id) != NULL, "%s", out);
+	gwb_free(out);
+	CHECK_INT(waiting(&s), 0);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'cancelled'", id),
+		  1);
 	h_server_stop(&s);
 }
 

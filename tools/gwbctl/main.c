@@ -41,7 +41,7 @@ static const char usage_text[] =
 	"                              every task that holds quota (queued, creating, pending,\n"
 	"                              running, unknown, cancelling)\n"
 	"  cancel ID                   request the cancel of a task (idempotent)\n"
-	"  cancel --all --team T --yes cancel every active task of team T\n"
+	"  cancel --all --team T --yes cancel every active or waiting task of team T\n"
 	"  events ID                   a task's history\n"
 	"  wait ID [--state S] [--reason R] [--released] [--timeout SECONDS]\n"
 	"                              poll the task until its state is S (its reason R, its\n"
@@ -546,9 +546,20 @@ static int cmd_cancel(struct opts *o, int argc, char **argv)
 			     "confirm",
 			     team);
 	json_t *tasks;
-	/* cancelling (the last active state) is already what this asks for. */
-	if ((rc = active_tasks(o, team, NACTIVE - 1, &tasks)))
+	/* cancelling (the last active state) is already what this asks for. The waiting ones
+	 * first: cancelling the others would otherwise admit them. */
+	json_t *waiting = json_array();
+	if ((rc = list_state(o, team, "waiting", waiting))) {
+		json_decref(waiting);
 		return rc;
+	}
+	if ((rc = active_tasks(o, team, NACTIVE - 1, &tasks))) {
+		json_decref(waiting);
+		return rc;
+	}
+	json_array_extend(waiting, tasks);
+	json_decref(tasks);
+	tasks = waiting;
 	json_t *done = json_array();
 	int failed = 0;
 	o->batch = 1;
