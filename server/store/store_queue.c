@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
@@ -162,52 +163,43 @@ static int fits(struct store *s, const struct line_row *w, int *ok)
 	return 0;
 }
 
-/* The admission of w, as a submission's: the move to queued (event admitted), its time, the
- * team's reservation, its create intent. */
-static int admit_one(struct store *s, const struct line_row *w, int64_t now_ms)
+/* The admitted event's detail: how long w waited, what it now holds, what was predicted. */
+static json_t *admitted_detail(const struct line_row *w, int64_t now_ms)
 {
-	struct task *t = gwb_malloc(sizeof *t);
-	int rc = store_task_load(s, w->id, t);
-	if (rc)
-		goto out;
-	json_t *detail = json_pack("{s:I, s:I}", "waited_ms", (json_int_t)(now_ms - w->created_at),
-				   "gpu_memory_mib", (json_int_t)w->res_mem);
-	json_object_set_new(detail, "gpu_core_percent", json_integer(w->res_core));
+	json_t *d = json_pack("{s:I, s:I, s:I}", "waited_ms", (json_int_t)(now_ms - w->created_at),
+			      "gpu_memory_mib", (json_int_t)w->res_mem, "gpu_core_percent",
+			      (json_int_t)w->res_core);
+	char at[40];
 	if (w->predicted >= 0)
-		json_object_set_new(detail, "predicted_admit_at", json_integer(w->predicted));
-	struct task_move m = { TASK_QUEUED, TASK_REASON_KEEP, TASK_EVENT_ADMITTED, detail };
-	rc = store_move_write(s, t, &m, now_ms);
-	json_decref(detail);
-	if (rc)
-		goto out;
-	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET admitted_at = ?1 WHERE seq = ?2");
-	if (!st) {
-		rc = GWB_EDB;
-		goto out;
-	}
-	sqlite3_bind_int64(st, 1, now_ms);
-	sqlite3_bind_int64(st, 2, w->seq);
-	if ((rc = store_step_done(s, st)) ||
-	    (rc = store_team_reserve(s, w->team, w->res_mem, w->res_core, now_ms)))
-		goto out;
-	/* Its create intent, drawn above every seq and outbox id like a cancel's. */
+		json_object_set_new(d, "predicted_admit_at",
+				    json_string(clock_fmt_rfc3339_ms(w->predicted, at, sizeof at)));
+	return d;
+}
+
+/* w's create intent: an outbox row, its id drawn above every seq and outbox id like a
+ * cancel's (w's own seq may be behind the relay's cursor). */
+static int create_intent(struct store *s, const struct line_row *w, int64_t now_ms)
+{
 	int64_t intent;
 	if (!s->batch.open)
-		s->ids.next_seq = 0;
-	if ((rc = store_intent_id_new(s, &intent)))
-		goto out;
-	st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, created_at) "
-			   "VALUES (?1, ?2, ?3, 'create', 1, ?4)");
-	if (!st) {
-		rc = GWB_EDB;
-		goto out;
-	}
+		s->ids.next_seq = 0; /* read again: a transaction of its own */
+	int rc = store_intent_id_new(s, &intent);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = store_stmt(s, "INSERT INTO outbox (id, task_id, team, kind, attempt, "
+					 "created_at) VALUES (?1, ?2, ?3, 'create', 1, ?4)");
+	if (!st)
+		return GWB_EDB;
 	sqlite3_bind_int64(st, 1, intent);
 	store_bind_text(st, 2, w->id);
 	store_bind_text(st, 3, w->team);
 	sqlite3_bind_int64(st, 4, now_ms);
-	if ((rc = store_step_done(s, st)))
-		goto out;
+	return store_step_done(s, st);
+}
+
+/* After an admission: its histograms, its log line, who is told. */
+static void admitted(struct store *s, const struct line_row *w, int64_t now_ms)
+{
 	hists_ready(s);
 	prom_hist_observe(&s->queue.waited, (double)(now_ms - w->created_at) / 1000.0);
 	if (w->predicted >= 0) {
@@ -218,9 +210,34 @@ static int admit_one(struct store *s, const struct line_row *w, int64_t now_ms)
 		 (long long)(now_ms - w->created_at));
 	if (s->queue.on_admit)
 		s->queue.on_admit(s->queue.on_admit_arg, w->id);
-out:
+}
+
+/* The admission of w, as a submission's: the move to queued through the door (event
+ * admitted), its time, the team's reservation, its create intent. */
+static int admit_one(struct store *s, const struct line_row *w, int64_t now_ms)
+{
+	struct task *t = gwb_malloc(sizeof *t);
+	int rc = store_task_load(s, w->id, t);
+	if (rc == 0) {
+		json_t *detail = admitted_detail(w, now_ms);
+		struct task_move m = { TASK_QUEUED, TASK_REASON_KEEP, TASK_EVENT_ADMITTED, detail };
+		rc = store_move_write(s, t, &m, now_ms);
+		json_decref(detail);
+	}
 	gwb_free(t);
-	return rc;
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = store_stmt(s, "UPDATE tasks SET admitted_at = ?1 WHERE seq = ?2");
+	if (!st)
+		return GWB_EDB;
+	sqlite3_bind_int64(st, 1, now_ms);
+	sqlite3_bind_int64(st, 2, w->seq);
+	if ((rc = store_step_done(s, st)) ||
+	    (rc = store_team_reserve(s, w->team, w->res_mem, w->res_core, now_ms)) ||
+	    (rc = create_intent(s, w, now_ms)))
+		return rc;
+	admitted(s, w, now_ms);
+	return 0;
 }
 
 /* The head may be passed (best_effort) while it has waited at most queue.max_skip_seconds. */
