@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer drivers for the parsers of outside bytes, FUZZ_SECONDS each
 #   make valgrind   unit tests and an integration subset under valgrind (no leak, no invalid access)
 #   make test-faults  the fault suite's long forms under load, with a table of their figures
+#   make test-props   the API's long property-based pass against docs/openapi.yaml
 #   make bench      benchmarks (figures and an in-run baseline; never part of the tests)
 #   make lab        the lab's experiments on a private stack, evidence in .runtime/evidence/
 #   make demo       start the system locally (see README)
@@ -76,12 +77,14 @@ BENCH_BINS   := $(patsubst tests/%.c,$(BIN)/tests/%,$(BENCH_SRCS))
 # Browser tests are Python (Debian's python3-selenium); they are installed as executables.
 E2E_PY       := $(wildcard tests/e2e/test_*.py)
 E2E_BINS     := $(patsubst tests/%.py,$(BIN)/tests/%,$(E2E_PY))
+# Their shared modules (tests/e2e/gwb_*.py) are installed beside them, as modules.
+E2E_BINS     += $(patsubst tests/%,$(BIN)/tests/%,$(wildcard tests/e2e/gwb_*.py))
 # Shell end-to-end tests (the lab guide's commands) are installed with the repository's path.
 E2E_SH       := $(wildcard tests/e2e/test_*.sh)
 E2E_BINS     += $(patsubst tests/%.sh,$(BIN)/tests/%,$(E2E_SH))
 test_comp     = $(firstword $(foreach c,$(COMPONENTS),$(if $(filter tests/unit/$(c)/%,$(1)),$(c))) lib)
 
-.PHONY: all deps test test-faults check bench demo lab clean format lint fuzz valgrind
+.PHONY: all deps test test-faults test-props test-props-run check bench demo lab clean format lint fuzz valgrind
 all: $(BINARIES) $(TEST_BINS) $(BENCH_BINS) $(E2E_BINS)
 
 $(BUILD)/%.o: %.c
@@ -106,6 +109,18 @@ $(BUILD)/gen/web_assets.o: $(WEB_GEN)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(call comp_lib,server/api): $(BUILD)/gen/web_assets.o
 
+# The API's OpenAPI document (docs/openapi.yaml) becomes JSON (served at /v1/openapi.json) and
+# a generated C file of its bytes, in the server's archive and the test harness (which
+# validates the tests' answers against it).
+OPENAPI_GEN := $(BUILD)/gen/openapi_doc.c
+$(OPENAPI_GEN): docs/openapi.yaml tools/openapi-json.py
+	@mkdir -p $(dir $@)
+	tools/openapi-json.py docs/openapi.yaml $(BUILD)/gen/openapi.json $@
+$(BUILD)/gen/openapi_doc.o: $(OPENAPI_GEN)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(call comp_lib,server/api): $(BUILD)/gen/openapi_doc.o
+$(HARNESS_LIB): $(BUILD)/gen/openapi_doc.o
+
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -127,6 +142,10 @@ $(foreach t,$(TEST_SRCS) $(BENCH_SRCS),$(eval $(call test_rule,$(t))))
 $(BIN)/tests/e2e/%: tests/e2e/%.py
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
+
+$(BIN)/tests/e2e/gwb_%.py: tests/e2e/gwb_%.py
+	@mkdir -p $(dir $@)
+	install -m 644 $< $@
 
 $(BIN)/tests/e2e/%: tests/e2e/%.sh
 	@mkdir -p $(dir $@)
@@ -160,7 +179,18 @@ test-faults:
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(dir $(FAULTS_REPORT)) && rm -f $(FAULTS_REPORT)
 	@GWB_FAULTS_LONG=1 GWB_FAULTS_REPORT=$(FAULTS_REPORT) GWB_BIN=$(abspath $(BIN)) \
-	  tests/run.sh 'faults_$(T)'; rc=$$?; tools/faults-table.py $(FAULTS_REPORT); exit $$rc
+	  tests/run.sh 'faults_$(T)'; rc=$$?; tools/faults-table.py $(FAULTS_REPORT); \
+	  $(MAKE) --no-print-directory test-props-run || rc=1; exit $$rc
+
+# The property-based pass over the API (tests/e2e/test_openapi.py, case props) in its long
+# form: GWB_PROPS_COUNT requests (default 3000) generated from docs/openapi.yaml; make test
+# runs a short one.
+test-props:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-props-run
+test-props-run:
+	@GWB_PROPS_LONG=1 GWB_BIN=$(abspath $(BIN)) $(BIN)/tests/e2e/test_openapi props
 
 # The unit tests and an integration subset with gwb-server under valgrind (memcheck).
 valgrind:

@@ -49,6 +49,11 @@ int framing_in_head(const struct framing *f)
 	return f->phase >= P_METHOD && f->phase <= P_VALUE;
 }
 
+int64_t framing_body_read(const struct framing *f)
+{
+	return f->chunked ? f->body_bytes : f->length - f->left;
+}
+
 const struct framing_refusal *framing_refusal(const struct framing *f)
 {
 	return &f->refusal;
@@ -69,10 +74,15 @@ static enum framing_event refuse_header(struct framing *f, const char *message,
 }
 
 /* RFC 9110's tchar: the bytes of a method or a header name. */
+static const unsigned char tchar[256] = {
+	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+	['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
+};
+
 static int is_tchar(unsigned char c)
 {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
+	return tchar[c];
 }
 
 static int is_ctl(unsigned char c)
@@ -95,6 +105,36 @@ static const char *kept(char *buf, int len, size_t cap)
 		return "";
 	buf[len] = '\0';
 	return buf;
+}
+
+/* The bytes a request target (visible ASCII and obs-text) or a header value (those, a space
+ * or a tab) is made of: runs of them are skipped in one loop. */
+static const unsigned char target_byte[256] = { [0x21 ... 0x7e] = 1, [0x80 ... 0xff] = 1 };
+static const unsigned char value_byte[256] = { ['\t'] = 1, [0x20 ... 0x7e] = 1,
+					       [0x80 ... 0xff] = 1 };
+
+/* The length of the run of plain bytes at p in the phase f is in (0: none to skip): a
+ * target's, a header name's (kept in lower case), or a value's that is not read. */
+static size_t plain_run(struct framing *f, const char *p, size_t n)
+{
+	size_t i = 0;
+	if (f->cr)
+		return 0;
+	if (f->phase == P_NAME) {
+		for (; i < n && tchar[(unsigned char)p[i]]; i++) {
+			unsigned char c = (unsigned char)p[i];
+			keep(f->name, &f->name_len, sizeof f->name,
+			     c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+		}
+		return i;
+	}
+	const unsigned char *table = f->phase == P_TARGET                  ? target_byte
+				     : f->phase == P_VALUE && !f->keep_value ? value_byte
+									     : NULL;
+	if (table)
+		while (i < n && table[(unsigned char)p[i]])
+			i++;
+	return i;
 }
 
 static void begin_request(struct framing *f)
@@ -308,6 +348,9 @@ static enum framing_event head_byte(struct framing *f, unsigned char c)
 		if (c == ':') {
 			if (!f->name_len)
 				return refuse_header(f, "a header line has no name", NULL);
+			const char *name = kept(f->name, f->name_len, sizeof f->name);
+			f->keep_value = !strcmp(name, "content-length") ||
+					!strcmp(name, "transfer-encoding");
 			f->phase = P_VALUE;
 			return FRAMING_NONE;
 		}
@@ -381,6 +424,18 @@ size_t framing_feed(struct framing *f, const char *p, size_t n, enum framing_eve
 			f->phase = P_IDLE;
 			*event = FRAMING_BODY_ENDED;
 			return i;
+		}
+		size_t run = plain_run(f, p + i, n - i);
+		if (run > 0) {
+			i += run;
+			f->step += f->phase == P_TARGET;
+			f->head_bytes += (int64_t)run;
+			if (f->head_bytes > f->max_head) {
+				*event = refuse(f, 431, "headers_too_large",
+						"the request's headers are too large", NULL);
+				return i;
+			}
+			continue;
 		}
 		int began = f->phase == P_IDLE;
 		if (began)

@@ -47,6 +47,7 @@ struct framing {
 	char value[24];    /* the value so far without leading blanks (cut: it is no value we accept) */
 	int value_len;
 	int value_blank;   /* trailing blanks in value, trimmed at the line's end */
+	int keep_value;    /* the header's value is read (Content-Length, Transfer-Encoding) */
 	struct framing_refusal refusal;
 };
 
@@ -60,6 +61,8 @@ size_t framing_feed(struct framing *f, const char *p, size_t n, enum framing_eve
 int framing_in_body(const struct framing *f);
 /* 1 between FRAMING_HEAD_BEGAN and FRAMING_HEAD_ENDED. */
 int framing_in_head(const struct framing *f);
+/* The body's bytes read so far (chunks' data, or of the Content-Length). */
+int64_t framing_body_read(const struct framing *f);
 /* Why f refused (its status is 0 before any refusal). */
 const struct framing_refusal *framing_refusal(const struct framing *f);
 

@@ -20,12 +20,20 @@ struct sink {
 	char *buf;
 	size_t len, cap, max;
 	int overflow;
+	CURL *curl;
+	const struct httpc_req *req; /* its on_data takes a 2xx answer's bytes */
 };
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct sink *s = arg;
 	size_t add = size * n;
+	long status = 0;
+	if (s->req->on_data && curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status) ==
+				       CURLE_OK && status / 100 == 2) {
+		s->req->on_data(s->req->on_data_arg, data, add);
+		return add;
+	}
 	if (add > s->max - s->len) {
 		s->overflow = 1;
 		return 0; /* libcurl stops with CURLE_WRITE_ERROR */
@@ -179,6 +187,8 @@ int httpc_do(struct httpc *c, const struct httpc_req *req, struct httpc_resp *r)
 	}
 	struct sink sink = { 0 };
 	sink.max = req->max_body ? req->max_body : HTTPC_BODY_MAX_DEFAULT;
+	sink.curl = h;
+	sink.req = req;
 	curl_easy_setopt(h, CURLOPT_URL, req->url);
 	if (req->unix_socket)
 		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req->unix_socket);
@@ -189,7 +199,11 @@ int httpc_do(struct httpc *c, const struct httpc_req *req, struct httpc_resp *r)
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-			 req->timeout_ms > 0 ? req->timeout_ms : (long)HTTPC_TIMEOUT_MS_DEFAULT);
+			 req->timeout_ms > 0    ? req->timeout_ms
+			 : req->timeout_ms == 0 ? (long)HTTPC_TIMEOUT_MS_DEFAULT
+						: 0L);
+	if (req->timeout_ms < 0)
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)HTTPC_TIMEOUT_MS_DEFAULT);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* time-outs without SIGALRM */
 	CURLcode rc = curl_easy_perform(h);
 	int out = 0;

@@ -24,8 +24,13 @@ struct httpc_req {
 	const char *const *headers;  /* extra "Name: value" lines, NULL-terminated; may be NULL.
 				      * Content-Type: application/json is added for a body unless
 				      * one of these sets a Content-Type */
-	long timeout_ms;             /* whole request; 0 = HTTPC_TIMEOUT_MS_DEFAULT */
+	long timeout_ms;             /* whole request; 0 = HTTPC_TIMEOUT_MS_DEFAULT; < 0: none
+				      * (a stream: only the connect is bounded) */
 	size_t max_body;             /* 0 = HTTPC_BODY_MAX_DEFAULT */
+	/* When set, a 2xx answer's body is handed to it as it arrives (r->body stays empty and
+	 * max_body does not apply); any other answer's body is kept as usual. */
+	void (*on_data)(void *arg, const char *data, size_t len);
+	void *on_data_arg;
 };
 
 struct httpc_resp {

@@ -199,6 +199,14 @@ char *quantity_format_decimal(int64_t v, char *buf, size_t len)
 	return buf;
 }
 
+char *quantity_format_milli(int64_t v, char *buf, size_t len)
+{
+	if (v % 1000 == 0)
+		return quantity_format_decimal(v / 1000, buf, len);
+	snprintf(buf, len, "%lldm", (long long)v);
+	return buf;
+}
+
 char *quantity_format_binary(int64_t v, char *buf, size_t len)
 {
 	static const char *const suffix[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};

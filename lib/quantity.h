@@ -31,5 +31,9 @@ char *quantity_format_binary(int64_t v, char *buf, size_t len);
  * largest decimal suffix whose power of 1000 divides v ("25", "100", "1500", and 1000 as
  * "1k", 2000000 as "2M"). len should be QUANTITY_BUF. Returns buf. */
 char *quantity_format_decimal(int64_t v, char *buf, size_t len);
+/* Writes v thousandths (>= 0, a CPU amount in millicores) as Kubernetes prints it: whole
+ * units in DecimalSI form when v divides by 1000 ("2", "1k"), else with the milli suffix
+ * ("500m", "1500m"). len should be QUANTITY_BUF. Returns buf. */
+char *quantity_format_milli(int64_t v, char *buf, size_t len);
 
 #endif

@@ -97,6 +97,10 @@ int task_transition_ok(enum task_state from, enum task_state to);
  * buf (truncated, still NUL-terminated, when len is too small). */
 char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 
+/* The longest workload a task keeps: its canonical JSON text (server/api/workload.h), "" for
+ * the simulated worker. */
+#define TASK_WORKLOAD_MAX 16384
+
 /* The columns of a task, in the order the store reads them:
  * X(kind, field, table, column, size, role). kind: TEXT (char field[size], "" for NULL),
  * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
@@ -119,6 +123,7 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(INT, duration_seconds, "t", "duration_seconds", 0, REQ)             \
 	X(TEXT, qos, "t", "qos", 8, REQ)                                      \
 	X(TEXT, experiment, "t", "experiment", 16, REQ)                       \
+	X(TEXT, workload, "t", "workload", TASK_WORKLOAD_MAX + 1, REQ)        \
 	X(TEXT, idempotency_key, "t", "idempotency_key", 160, REQ)            \
 	X(TEXT, job_name, "t", "job_name", 64, REQ)                           \
 	X(TEXT, job_uid, "t", "job_uid", 64, OBS)                             \
@@ -132,6 +137,8 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(TEXT, reason, "t", "reason", 96, OBS)                               \
 	X(TEXT, allocation, "t", "allocation", 2048, OBS)                     \
 	X(TEXT, pending_message, "t", "pending_message", 1024, OBS)           \
+	X(TEXT, waiting_reason, "t", "waiting_reason", 96, OBS)               \
+	X(TEXT, waiting_message, "t", "waiting_message", 1024, OBS)           \
 	X(TEXT, pending_diagnosis, "t", "pending_diagnosis", 8192, OBS)       \
 	X(TEXT, cluster_uid, "t", "cluster_uid", 64, OBS)                     \
 	X(OPT, pod_deadline_at, "t", "pod_deadline_at", 0, OBS)               \

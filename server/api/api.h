@@ -56,8 +56,8 @@ struct api_ctx {
  * resource is named so: an empty ("//"), "." or ".." segment, or more segments than a route
  * has. */
 int router_split(struct req *r);
-/* Routes r, its path split and its query and body read: /healthz, /readyz and /metrics
- * unauthenticated, /v1 once auth_admit lets it in, any other path to the page (api_web).
+/* Routes r, its path split and its query and body read: /healthz, /readyz, /metrics and
+ * /v1/openapi.json unauthenticated, /v1 once auth_admit lets it in, any other path to the page (api_web).
  * Answers r exactly once. */
 void router_route(struct req *r);
 
@@ -109,6 +109,8 @@ void api_tasks_spares_free(struct api_ctx *api);
 void api_tasks_list(struct req *r);
 void api_task_get(struct req *r, const char *id);
 void api_task_events(struct req *r, const char *id);
+/* GET /v1/tasks/{id}/logs (server/api/api_logs.c): the task's Pod log, read or followed. */
+void api_task_logs(struct req *r, const char *id);
 /* POST /v1/tasks/{id}/cancel (server/api/api_cancel.c). */
 void api_task_cancel(struct req *r, const char *id);
 void api_teams_list(struct req *r);
@@ -122,6 +124,8 @@ void api_metrics(struct req *r);
 /* GET /v1/stream (server/api/api_stream.c): Server-Sent Events of task, team and device changes;
  * the request stays open (answered with a chunked reply) until either side closes it. */
 void api_stream(struct req *r);
+/* GET /v1/openapi.json (server/api/api_openapi.c): the API's OpenAPI document, no token. */
+void api_openapi(struct req *r);
 /* GET / and the page's assets (server/api/api_web.c); a 404 for any other path outside /v1. */
 void api_web(struct req *r);
 

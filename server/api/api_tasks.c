@@ -15,6 +15,7 @@
 #include "lib/jsonx.h"
 #include "lib/log.h"
 #include "server/api/api.h"
+#include "server/api/workload.h"
 #include "server/quota.h"
 #include "server/recon/diagnose.h"
 #include "server/recon/reconciler.h"
@@ -31,7 +32,8 @@
 #define LIST_LIMIT_DEFAULT 50
 
 /* A submission's fields, in the order of submit_fields. */
-enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_ON_FULL, F_N };
+enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_WORKLOAD,
+       F_ON_FULL, F_N };
 static const char *const submit_fields[F_N + 1] = {
 	[F_TEAM] = "team",
 	[F_NAME] = "name",
@@ -41,6 +43,7 @@ static const char *const submit_fields[F_N + 1] = {
 	[F_DURATION] = "duration_seconds",
 	[F_QOS] = "qos",
 	[F_EXPERIMENT] = "experiment",
+	[F_WORKLOAD] = "workload",
 	[F_ON_FULL] = "on_quota_full",
 	[F_N] = NULL,
 };
@@ -155,7 +158,7 @@ static int parse_submission(struct req *r, const struct jx_val v[F_N], struct ta
  * bodies that mean the same submission get the same fingerprint. on_quota_full is in it when
  * the body gives it (absent, it means the team's default, and keys recorded before it existed
  * keep matching). */
-static void fingerprint(const struct task_req *q, char out[65])
+static void fingerprint(const struct task_req *q, const char *workload, char out[65])
 {
 	/* The SHA-256 of the parameters as jx_dump writes them (compact, keys sorted), written
 	 * straight as that text (lib/jsonw.h gives the same bytes), so keys recorded by an
@@ -175,6 +178,10 @@ static void fingerprint(const struct task_req *q, char out[65])
 				      q->on_quota_full == STORE_ON_FULL_WAIT ? "wait" : "refuse");
 		jw_member_str(&w, "qos", q->qos);
 		jw_member_str(&w, "team", q->team);
+		if (workload) { /* canonical already: the submitted workload, keys sorted */
+			jw_key(&w, "workload");
+			jw_raw(&w, workload, strlen(workload));
+		}
 		jw_obj_end(&w);
 	}
 	unsigned char h[SHA256_DIGEST_LENGTH];
@@ -186,6 +193,64 @@ static void fingerprint(const struct task_req *q, char out[65])
 		out[2 * i + 1] = hex[h[i] & 15];
 	}
 	out[2 * SHA256_DIGEST_LENGTH] = '\0';
+}
+
+/* The submission's workload, when it has one: checked (400 naming the field), held to the
+ * team's policy (404 for no team, 403 image_not_allowed), its canonical text for the
+ * fingerprint into *fp_text and the text to store, amounts filled in, into *text (both
+ * gwb_malloc'd, NULL without a workload). Returns 0, or -1 after replying. */
+static int submission_workload(struct req *r, const json_t *body, const struct jx_val v[F_N],
+			       const char *team, char **fp_text, char **text)
+{
+	*fp_text = *text = NULL;
+	if (v[F_WORKLOAD].kind == JX_ABSENT)
+		return 0;
+	if (v[F_EXPERIMENT].kind != JX_ABSENT) {
+		http_reply_invalid_field(r, "experiment",
+					 "must be absent with a workload: it sets the simulated "
+					 "worker, which a workload replaces");
+		return -1;
+	}
+	struct jx_err e;
+	json_t *w = NULL;
+	if (workload_parse(body ? json_object_get(body, "workload") : NULL, &w, &e)) {
+		http_reply_invalid_field(r, e.field, e.rule);
+		return -1;
+	}
+	struct team_policy pol;
+	int rc = store_team_policy(r->api->store, team, &pol);
+	if (rc) {
+		json_decref(w);
+		if (rc == GWB_ENOTFOUND)
+			http_reply_error(r, 404, "team_not_found", "no such team",
+					 json_pack("{s:s}", "team", team));
+		else
+			http_reply_store_error(r, rc, "the team's policy cannot be read");
+		return -1;
+	}
+	*fp_text = jx_dump(w);
+	rc = workload_apply_policy(w, &pol, &e);
+	if (rc == GWB_EFORBIDDEN)
+		http_reply_error(r, 403, "image_not_allowed",
+				 json_array_size(pol.allowed_images)
+					 ? "the team may not run this image: it starts with none "
+					   "of the team's allowed prefixes"
+					 : "the team may run no image of its own (no "
+					   "allowed_images): only the simulated worker",
+				 json_pack("{s:s, s:O, s:s}", "image",
+					   json_string_value(json_object_get(w, "image")),
+					   "allowed_images", pol.allowed_images, "team", team));
+	else if (rc)
+		http_reply_invalid_field(r, e.field, e.rule);
+	else
+		*text = jx_dump(w);
+	json_decref(pol.allowed_images);
+	json_decref(w);
+	if (rc) {
+		gwb_free(*fp_text);
+		*fp_text = NULL;
+	}
+	return rc ? -1 : 0;
 }
 
 /* The task's detail view as the body of status: written as text when it can be, else
@@ -331,6 +396,7 @@ struct submit_ctx {
 	char key[KEY_MAX_BYTES + 1];
 	int has_key;
 	char fp[65];
+	char *workload; /* q.workload: the stored text (gwb_malloc'd), or NULL */
 	int64_t now_ms, ttl_ms;
 	int rc;
 	struct submit_result res;
@@ -426,6 +492,8 @@ static void submit_release(void *arg)
 {
 	struct submit_ctx *c = arg;
 	struct api_ctx *api = c->api;
+	gwb_free(c->workload);
+	c->workload = NULL;
 	if (api->submit.n >= SUBMIT_SPARE_MAX)
 		return submit_free(c);
 	c->next_spare = api->submit.head;
@@ -461,10 +529,14 @@ void api_tasks_submit(struct req *r)
 	if (submission_fields(r, v, &body) < 0)
 		return;
 	struct task_req q;
+	char *wl_fp = NULL, *wl = NULL;
 	if (parse_submission(r, v, &q) < 0)
 		goto out;
 	if (!http_may_act_on(r, q.team))
 		goto out;
+	if (submission_workload(r, body, v, q.team, &wl_fp, &wl) < 0)
+		goto out;
+	q.workload = wl;
 	if (dry) {
 		dry_run(r, &q); /* consumes no Idempotency-Key and writes nothing */
 		goto out;
@@ -477,15 +549,19 @@ void api_tasks_submit(struct req *r)
 	memcpy(c->name, q.name, strlen(q.name) + 1);
 	c->q.team = c->team;
 	c->q.name = c->name;
+	c->workload = wl; /* the context's now, freed by submit_release */
+	wl = NULL;
 	if (key) {
 		snprintf(c->key, sizeof c->key, "%s", key); /* valid_key: at most 128 bytes */
 		c->has_key = 1;
-		fingerprint(&q, c->fp); /* only a key's record keeps it: without one, "" */
+		fingerprint(&q, wl_fp, c->fp); /* only a key's record keeps it: without one, "" */
 	}
 	c->now_ms = clock_now_ms();
 	c->ttl_ms = r->api->cfg->idempotency_ttl_seconds * 1000;
 	commit_defer(r, &submit_ops, c);
 out:
+	gwb_free(wl_fp);
+	gwb_free(wl);
 	json_decref(body);
 }
 

@@ -55,6 +55,24 @@ static json_t *pending_json(const struct task *t)
 	return o;
 }
 
+/* Why the Pod's container has not started (its state.waiting), or null. */
+static json_t *waiting_json(const struct task *t)
+{
+	if (!t->waiting_reason[0])
+		return json_null();
+	json_t *o = json_object();
+	json_object_set_new(o, "message", text(t->waiting_message));
+	json_object_set_new(o, "reason", text(t->waiting_reason));
+	return o;
+}
+
+/* The team's container as stored (canonical JSON), or null for the simulated worker. */
+static json_t *workload_json(const struct task *t)
+{
+	json_t *w = t->workload[0] ? json_loads(t->workload, 0, NULL) : NULL;
+	return w ? w : json_null();
+}
+
 /* A sentence for the reasons that need one: what the task waits for, or why it ended so. */
 static json_t *reason_detail(const struct task *t)
 {
@@ -155,6 +173,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(pod, "reason", has_pod ? text(t->reason) : json_null());
 	set(pod, "terminating", json_boolean(terminating));
 	set(pod, "uid", text(t->pod_uid));
+	set(pod, "waiting", waiting_json(t));
 	char created[40];
 	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
 	json_t *o = json_object();
@@ -179,6 +198,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(o, "updated_at", t->updated_at == t->created_at ? json_string(created)
 							     : time_of(1, t->updated_at));
 	set(o, "usage", usage_unknown());
+	set(o, "workload", workload_json(t));
 	return o;
 }
 
@@ -237,6 +257,15 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
 		jw_member_null(w, "reason");
 	jw_member_bool(w, "terminating", terminating);
 	jw_member_text(w, "uid", t->pod_uid);
+	if (t->waiting_reason[0]) {
+		jw_key(w, "waiting");
+		jw_obj_begin(w);
+		jw_member_text(w, "message", t->waiting_message);
+		jw_member_text(w, "reason", t->waiting_reason);
+		jw_obj_end(w);
+	} else {
+		jw_member_null(w, "waiting");
+	}
 	jw_obj_end(w);
 	jw_member_text(w, "reason", t->reason);
 	json_t *detail = reason_detail(t);
@@ -273,6 +302,7 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
 	jw_member_str(w, "reason", USAGE_REASON);
 	jw_member_str(w, "status", "unknown");
 	jw_obj_end(w);
+	jw_member_null(w, "workload"); /* api_task_view_sorted: none */
 	jw_obj_end(w);
 	return w->failed ? -1 : 0;
 }
@@ -593,9 +623,10 @@ json_t *api_task_view(const struct task *t)
 
 int api_task_view_sorted(const struct task *t)
 {
-	/* The two parts built from outside text (the annotation's cards, the stored diagnosis)
-	 * keep the order they were written in. */
-	return !t->allocation[0] && !t->pending_message[0] && !t->pending_diagnosis[0];
+	/* The parts built from outside text (the annotation's cards, the stored diagnosis, the
+	 * workload) are shaped by jansson: the writer leaves them out. */
+	return !t->allocation[0] && !t->pending_message[0] && !t->pending_diagnosis[0] &&
+	       !t->workload[0];
 }
 
 static json_t *str_or_null(const char *v)

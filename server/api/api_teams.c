@@ -1,13 +1,17 @@
-/* /v1/teams: quota views for the admin and each team, and the admin's quota changes. */
+/* /v1/teams: quota views for the admin and each team, and the admin's quota and workload
+ * policy changes. */
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/imageref.h"
 #include "lib/jsonx.h"
 #include "lib/log.h"
+#include "lib/quantity.h"
 #include "server/api/api.h"
+#include "server/api/workload.h"
 
 /* Bounds of a team quota: totals over all cards (1 PiB of memory, 10,000 cards' cores). */
 #define QUOTA_MEM_MAX (1LL << 30)
@@ -41,6 +45,96 @@ void api_team_get(struct req *r, const char *team)
 	http_reply_json(r, 200, t);
 }
 
+#define ALLOWED_IMAGES_MAX 32
+
+/* One amount of the policy ({"default", "max"} under key): quantities above 0 within the
+ * workload's bounds, or null/absent (not set); the default at most the maximum. */
+static int policy_amount(const json_t *o, const char *key, int milli, int64_t *def,
+			 int64_t *max, struct jx_err *e)
+{
+	*def = *max = 0;
+	const json_t *a = json_object_get(o, key);
+	snprintf(e->field, sizeof e->field, "workload_policy.%s", key);
+	if (!a || json_is_null(a))
+		return 0;
+	static const char *const keys[] = { "default", "max", NULL };
+	struct jx_err ke;
+	if (!json_is_object(a) || jx_only_keys(a, keys, &ke)) {
+		snprintf(e->rule, sizeof e->rule, "must be an object {\"default\", \"max\"}");
+		return GWB_EINVAL;
+	}
+	int64_t *out[2] = { def, max };
+	for (int i = 0; i < 2; i++) {
+		const json_t *v = json_object_get(a, keys[i]);
+		if (!v || json_is_null(v))
+			continue;
+		const char *q = json_string_value(v);
+		int64_t bound = milli ? WORKLOAD_CPU_MAX_MILLI : WORKLOAD_MEMORY_MAX;
+		if (!q || (milli ? quantity_parse_milli : quantity_parse)(q, out[i]) ||
+		    *out[i] <= 0 || *out[i] > bound) {
+			snprintf(e->field, sizeof e->field, "workload_policy.%s.%s", key, keys[i]);
+			snprintf(e->rule, sizeof e->rule,
+				 "must be a Kubernetes quantity above 0 (e.g. %s), or null",
+				 milli ? "\"500m\"" : "\"4Gi\"");
+			return GWB_EINVAL;
+		}
+	}
+	if (*def && *max && *def > *max) {
+		snprintf(e->field, sizeof e->field, "workload_policy.%s.default", key);
+		snprintf(e->rule, sizeof e->rule, "must be at most the maximum");
+		return GWB_EINVAL;
+	}
+	return 0;
+}
+
+/* The body's workload_policy into *pol (allowed_images borrowed from body). 0, or GWB_EINVAL
+ * with *e. */
+static int policy_parse(const json_t *o, struct team_policy *pol, struct jx_err *e)
+{
+	static const char *const keys[] = { "allowed_images", "cpu", "memory", NULL };
+	memset(pol, 0, sizeof *pol);
+	if (!json_is_object(o)) {
+		snprintf(e->field, sizeof e->field, "workload_policy");
+		snprintf(e->rule, sizeof e->rule, "must be an object");
+		return GWB_EINVAL;
+	}
+	if (jx_only_keys(o, keys, e)) {
+		char f[sizeof e->field];
+		snprintf(f, sizeof f, "%s", e->field);
+		snprintf(e->field, sizeof e->field, "workload_policy.%s", f);
+		return GWB_EINVAL;
+	}
+	json_t *imgs = json_object_get(o, "allowed_images");
+	if (imgs && !json_is_array(imgs)) {
+		snprintf(e->field, sizeof e->field, "workload_policy.allowed_images");
+		snprintf(e->rule, sizeof e->rule, "must be an array of at most %d prefixes",
+			 ALLOWED_IMAGES_MAX);
+		return GWB_EINVAL;
+	}
+	size_t i;
+	json_t *p;
+	json_array_foreach(imgs, i, p) {
+		if (i >= ALLOWED_IMAGES_MAX || !json_is_string(p) ||
+		    strlen(json_string_value(p)) != json_string_length(p) ||
+		    !imageref_prefix_valid(json_string_value(p))) {
+			snprintf(e->field, sizeof e->field, "workload_policy.allowed_images[%zu]",
+				 i);
+			snprintf(e->rule, sizeof e->rule,
+				 i >= ALLOWED_IMAGES_MAX
+					 ? "too many: at most 32 prefixes"
+					 : "must be an image reference prefix: 1 to %d of letters, "
+					   "digits and . _ - / : @",
+				 IMAGEREF_MAX);
+			return GWB_EINVAL;
+		}
+	}
+	pol->allowed_images = imgs;
+	if (policy_amount(o, "cpu", 1, &pol->cpu_default, &pol->cpu_max, e) ||
+	    policy_amount(o, "memory", 0, &pol->memory_default, &pol->memory_max, e))
+		return GWB_EINVAL;
+	return 0;
+}
+
 static int valid_token(const char *t)
 {
 	for (const char *p = t; *p; p++)
@@ -52,7 +146,8 @@ static int valid_token(const char *t)
 void api_team_put(struct req *r, const char *team)
 {
 	static const char *const fields[] = { "gpu_memory_mib", "gpu_core_percent", "token",
-					      "default_on_quota_full", "queueing", NULL };
+					      "workload_policy", "default_on_quota_full", "queueing",
+					      NULL };
 	static const char *const on_full_values[] = { "refuse", "wait", NULL };
 	static const char *const queueing_values[] = { "strict", "best_effort", NULL };
 	if (!r->is_admin)
@@ -76,6 +171,12 @@ void api_team_put(struct req *r, const char *team)
 		http_reply_invalid_field(r, e.field, e.rule);
 		goto out;
 	}
+	struct team_policy pol;
+	json_t *pol_in = json_object_get(body, "workload_policy");
+	if (pol_in && policy_parse(pol_in, &pol, &e)) {
+		http_reply_invalid_field(r, e.field, e.rule);
+		goto out;
+	}
 	if (token && !valid_token(token)) {
 		http_reply_invalid_field(r, "token", "must be visible ASCII");
 		goto out;
@@ -88,8 +189,8 @@ void api_team_put(struct req *r, const char *team)
 		goto out;
 	}
 	int created = 0;
-	int rc = store_team_put(r->api->store, team, mem, core, token ? hash : NULL,
-				clock_now_ms(), &created);
+	int rc = store_team_put_policy(r->api->store, team, mem, core, token ? hash : NULL,
+				       pol_in ? &pol : NULL, clock_now_ms(), &created);
 	if (rc == GWB_EEXISTS) {
 		http_reply_error(r, 409, "token_in_use", "another team has this token",
 				 json_pack("{s:s}", "field", "token"));
@@ -103,8 +204,8 @@ void api_team_put(struct req *r, const char *team)
 		goto out;
 	}
 	log_info("api", created ? "team_created" : "team_changed",
-		 "team=%s mem_mib=%lld core_pct=%lld token_set=%d", team, (long long)mem,
-		 (long long)core, token != NULL);
+		 "team=%s mem_mib=%lld core_pct=%lld token_set=%d policy_set=%d", team,
+		 (long long)mem, (long long)core, token != NULL, pol_in != NULL);
 	http_reply_json(r, created ? 201 : 200, store_team_json(r->api->store, team));
 out:
 	json_decref(body);

@@ -55,7 +55,6 @@ struct conn {
 	struct evbuffer_cb_entry *in_cb, *out_cb;
 	struct event *timer;
 	enum conn_wait wait;
-	int body_armed;           /* the body's deadline runs */
 	int refused;
 	int counted;              /* counted under addr */
 	char addr[INET6_ADDRSTRLEN];
@@ -342,40 +341,27 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
 			size_t done = 0;
 			while (done < n) {
 				enum framing_event ev;
-				size_t k = framing_feed(&c->fr, p + done, n - done, &ev);
-				done += k;
-				if (framing_in_body(&c->fr) && !c->body_armed && done > 0 &&
-				    ev == FRAMING_NONE) {
-					c->body_armed = 1;
-					arm(c, WAIT_BODY, c->g->body_ms);
-				}
-				switch (ev) {
-				case FRAMING_HEAD_BEGAN:
-					if (c->wait == WAIT_NONE)
-						arm(c, WAIT_HEAD, c->g->head_ms);
-					break;
-				case FRAMING_HEAD_ENDED:
-					disarm(c);
-					c->body_armed = 0;
-					break;
-				case FRAMING_BODY_ENDED:
-					disarm(c);
-					c->body_armed = 0;
-					break;
-				case FRAMING_REFUSED: {
+				done += framing_feed(&c->fr, p + done, n - done, &ev);
+				if (ev == FRAMING_REFUSED) {
 					const struct framing_refusal *r = framing_refusal(&c->fr);
 					refuse(c, r->status, r->code, r->message, r->field);
 					return;
 				}
-				case FRAMING_NONE:
-					break;
-				}
+				if ((ev == FRAMING_HEAD_ENDED || ev == FRAMING_BODY_ENDED) &&
+				    c->wait != WAIT_NONE)
+					disarm(c);
 			}
 			left -= n;
 		}
 		if (evbuffer_ptr_set(buf, &pos, len - left, EVBUFFER_PTR_SET) < 0)
-			return;
+			break;
 	}
+	/* A head or body left incomplete by this read gets its deadline now, from its first byte,
+	 * which came in this read if none was armed: one that arrives whole costs no timer. */
+	if (c->wait == WAIT_NONE && framing_in_head(&c->fr))
+		arm(c, WAIT_HEAD, c->g->head_ms);
+	else if (c->wait == WAIT_NONE && framing_in_body(&c->fr) && framing_body_read(&c->fr) > 0)
+		arm(c, WAIT_BODY, c->g->body_ms);
 }
 
 /* A refusal that waited for an answer in flight goes on once that answer has left. */

@@ -425,8 +425,8 @@ int http_start(struct api_ctx *api, char *err, size_t errlen)
 	prom_hist_init(&h->submit_seconds, submit_bounds,
 		       (int)(sizeof submit_bounds / sizeof submit_bounds[0]));
 	h->evh = evhttp_new(api->base);
-	/* evhttp's own 413s (an HTML body) only fire far past the caps; up to them, read_body
-	 * and check_request answer with the JSON error every client expects. */
+	/* evhttp's own caps (an HTML answer) sit far past ours: the connection guard's framing
+	 * (lib/framing.c) refuses first, as JSON, as do read_body and check_request. */
 	evhttp_set_max_body_size(h->evh, (ev_ssize_t)cfg->http_max_body_bytes * 4 + 4096);
 	evhttp_set_max_headers_size(h->evh, (ev_ssize_t)cfg->http_max_header_bytes * 4 + 4096);
 	evhttp_set_timeout(h->evh, (int)cfg->http_timeout_seconds);

@@ -87,6 +87,8 @@ static void route_v1(struct req *r)
 				return api_task_events(r, r->segs[2]);
 			return method_not_allowed(r, "GET, HEAD");
 		}
+		if (r->nsegs == 4 && seg_is(r, 3, "logs"))
+			return get ? api_task_logs(r, r->segs[2]) : method_not_allowed(r, "GET, HEAD");
 		if (r->nsegs == 4 && seg_is(r, 3, "cancel")) {
 			if (post)
 				return api_task_cancel(r, r->segs[2]);
@@ -141,6 +143,11 @@ void router_route(struct req *r)
 		if (seg_is(r, 0, "metrics"))
 			return auth_admit_operator(r) ? api_metrics(r) : (void)0;
 		return seg_is(r, 0, "healthz") ? api_healthz(r) : api_readyz(r);
+	}
+	if (r->nsegs == 2 && seg_is(r, 0, "v1") && seg_is(r, 1, "openapi.json")) { /* no token */
+		if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD)
+			return method_not_allowed(r, "GET, HEAD");
+		return api_openapi(r);
 	}
 	if (!seg_is(r, 0, "v1"))
 		return api_web(r);

@@ -47,12 +47,16 @@ struct kreq {
 	char *buf; /* one-shot: the answer; watch: bytes not yet dispatched */
 	size_t len, cap;
 	int is_watch;
+	int is_stream;    /* raw bytes delivered as they come (kube_stream) */
+	int long_running; /* a stream of its own slots, outside the queue */
+	int opened;       /* a stream whose 2xx answer began (its owner was told) */
 	size_t max_line;
 	int overflow;
 	int cancelled;
 	kube_done_fn done;
 	kube_event_fn event;
 	kube_end_fn end;
+	kube_data_fn data;
 	void *arg;
 	struct kreq *next;
 	enum kreq_state state;
@@ -80,6 +84,7 @@ struct kube {
 	int max_inflight;
 	int inflight;       /* requests handed to libcurl (watches apart) */
 	int watches;        /* watches handed to libcurl */
+	int streams;        /* long-running streams, sent or waiting for the next safe point */
 	int queued_requests; /* queued, watches apart */
 	kube_room_fn room_fn;
 	void *room_arg;
@@ -171,6 +176,28 @@ static void watch_dispatch(struct kreq *r)
 		memmove(r->buf, r->buf + start, r->len - start);
 		r->len -= start;
 	}
+}
+
+/* Hands a stream's buffered bytes to its owner; an error answer's body (a Status) stays for
+ * classify(). */
+static void stream_dispatch(struct kreq *r)
+{
+	long status = 0;
+	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (status / 100 != 2 || (r->opened && !r->len))
+		return;
+	r->opened = 1; /* the first call, maybe without bytes, says the answer began */
+	size_t n = r->len;
+	r->len = 0; /* before the call: the owner may cancel from it */
+	r->data(r->arg, n ? r->buf : "", n);
+}
+
+static void deliver(struct kreq *r)
+{
+	if (r->is_watch)
+		watch_dispatch(r);
+	else if (r->is_stream)
+		stream_dispatch(r);
 }
 
 static void classify(struct kreq *r, CURLcode cc, struct kube_result *res, json_t **body)
@@ -275,6 +302,8 @@ static void send_req(struct kube *k, struct kreq *r, int64_t now)
 	prom_hist_observe(&k->wait, (double)(now - r->queued_ms) / 1000.0);
 	if (r->is_watch) {
 		k->watches++;
+	} else if (r->long_running) {
+		/* counted since kube_stream */
 	} else {
 		k->queued_requests--;
 		k->inflight++;
@@ -295,6 +324,11 @@ static void arm_wake(struct kube *k, int64_t ms)
 static void dispatch(struct kube *k)
 {
 	int64_t now = clock_mono_ms();
+	for (struct kreq *r = k->reqs, *next; r; r = next) {
+		next = r->next; /* a send that cannot start ends (and frees) r */
+		if (r->long_running && r->state == KR_QUEUED && !r->cancelled)
+			send_req(k, r, now);
+	}
 	for (;;) {
 		struct kubeflow_item *it = kubeflow_next(&k->queue, now, k->watches < KUBE_WATCH_SLOTS,
 							 k->inflight < k->max_inflight);
@@ -350,18 +384,20 @@ static void finish(struct kube *k, struct kreq *r, CURLcode cc)
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (r->is_watch) {
 		k->watches--;
+	} else if (r->long_running) {
+		k->streams--;
 	} else {
 		k->inflight--;
 		prom_hist_observe(&k->duration, (double)(now - r->sent_ms) / 1000.0);
 	}
 	count_code(k, r->verb, cc == CURLE_OK ? status : 0);
-	if (cc == CURLE_OK && status == 429 && requeue_throttled(k, r))
+	if (cc == CURLE_OK && status == 429 && !r->long_running && requeue_throttled(k, r))
 		return;
 	/* A watch's last lines are delivered while it is still linked, so that a handler that
 	 * cancels it (an ERROR event, say a 410, as the stream's last line) is found by
 	 * kube_cancel and gets no end report after its cancel. */
-	if (!r->cancelled && r->is_watch)
-		watch_dispatch(r);
+	if (!r->cancelled)
+		deliver(r);
 	req_unlink(r);
 	if (!r->cancelled) {
 		struct kube_result res;
@@ -373,7 +409,7 @@ static void finish(struct kube *k, struct kreq *r, CURLcode cc)
 		}
 		note_outcome(k, r, &res);
 		if (!r->cancelled) {
-			if (r->is_watch)
+			if (r->is_watch || r->is_stream)
 				r->end(r->arg, &res);
 			else
 				r->done(r->arg, &res);
@@ -407,7 +443,7 @@ void kube_set_flow(struct kube *k, int max_inflight, double qps, int burst)
 	kubeflow_bucket_init(&k->bucket, qps, burst, clock_mono_ms());
 	/* A bounded pool: each request in flight and each watch holds at most one connection
 	 * (HTTP/1.1); with HTTP/2 they share a few. Idle ones are kept alive for reuse. */
-	long conns = (long)k->max_inflight + KUBE_WATCH_SLOTS;
+	long conns = (long)k->max_inflight + KUBE_WATCH_SLOTS + KUBE_STREAM_SLOTS;
 	curl_multi_setopt(k->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
 	curl_multi_setopt(k->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, conns);
 	curl_multi_setopt(k->multi, CURLMOPT_MAXCONNECTS, conns);
@@ -430,6 +466,7 @@ void kube_metrics_write(const struct kube *k, struct evbuffer *b)
 	prom_gauge(b, "gwb_kube_requests_inflight", NULL, k->inflight);
 	prom_gauge(b, "gwb_kube_requests_max_inflight", NULL, k->max_inflight);
 	prom_gauge(b, "gwb_kube_watches_open", NULL, k->watches);
+	prom_gauge(b, "gwb_kube_streams_open", NULL, k->streams);
 	prom_gauge(b, "gwb_kube_request_queue_depth", NULL, k->queue.depth);
 	prom_counter(b, "gwb_kube_throttled_retries_total", NULL, k->retried_429);
 	prom_hist_write(b, "gwb_kube_request_duration_seconds", NULL, &k->duration);
@@ -451,13 +488,16 @@ static void process(struct kube *k)
 		finish(k, r, m->data.result);
 	}
 	for (struct kreq *r = k->reqs; r; r = r->next)
-		if (r->is_watch && r->state == KR_SENT && r->len && !r->cancelled)
-			watch_dispatch(r);
+		if (((r->is_watch && r->len) || r->is_stream) && r->state == KR_SENT &&
+		    !r->cancelled)
+			deliver(r);
 	for (struct kreq **pp = &k->reqs; *pp;) {
 		struct kreq *r = *pp;
 		if (r->cancelled) {
 			*pp = r->next;
-			if (r->state == KR_SENT) {
+			if (r->long_running) {
+				k->streams--; /* sent or not: its slot was taken at kube_stream */
+			} else if (r->state == KR_SENT) {
 				/* Its slot frees now; it never reports, so it is not counted. */
 				if (r->is_watch) {
 					k->watches--;
@@ -547,7 +587,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg)
 	size_t add = size * n;
 	if (r->cancelled)
 		return 0;
-	size_t limit = r->is_watch ? r->max_line : KUBE_MAX_RESPONSE;
+	size_t limit = r->is_watch || r->is_stream ? r->max_line : KUBE_MAX_RESPONSE;
 	if (r->len + add > limit) {
 		/* For a watch, buffered bytes are whole lines waiting for the safe point plus
 		 * one partial line; the cap bounds both. */
@@ -572,7 +612,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg)
 	memcpy(r->buf + r->len, data, add);
 	r->len += add;
 	r->buf[r->len] = '\0';
-	if (r->is_watch && memchr(data, '\n', add))
+	if ((r->is_watch && memchr(data, '\n', add)) || r->is_stream)
 		event_active(r->k->safe_point, EV_TIMEOUT, 0);
 	return add;
 }
@@ -606,7 +646,8 @@ static void set_tls(struct kube *k, CURL *e)
 	}
 }
 
-static struct kreq *req_new(struct kube *k, const char *method, const char *path, int is_watch)
+static struct kreq *req_new(struct kube *k, const char *method, const char *path, int is_watch,
+			    const char *accept)
 {
 	struct kreq *r = gwb_calloc(1, sizeof *r);
 	r->k = k;
@@ -634,7 +675,9 @@ static struct kreq *req_new(struct kube *k, const char *method, const char *path
 	curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	if (strncmp(k->auth.server, "https:", 6) == 0)
 		curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 1L);
-	r->headers = curl_slist_append(r->headers, "Accept: application/json");
+	char ah[96];
+	snprintf(ah, sizeof ah, "Accept: %s", accept);
+	r->headers = curl_slist_append(r->headers, ah);
 	if (k->auth.token) {
 		char h[4096];
 		snprintf(h, sizeof h, "Authorization: Bearer %s", k->auth.token);
@@ -656,7 +699,7 @@ static long req_start(struct kube *k, struct kreq *r)
 long kube_request(struct kube *k, const char *method, const char *path, const json_t *body,
 		  const char *content_type, int timeout_ms, kube_done_fn done, void *arg)
 {
-	struct kreq *r = req_new(k, method, path, 0);
+	struct kreq *r = req_new(k, method, path, 0, "application/json");
 	r->done = done;
 	r->arg = arg;
 	/* libcurl counts this from curl_multi_add_handle, which happens at the send: time spent
@@ -680,7 +723,7 @@ long kube_request(struct kube *k, const char *method, const char *path, const js
 long kube_watch(struct kube *k, const char *path, size_t max_line, int idle_s,
 		kube_event_fn event, kube_end_fn end, void *arg)
 {
-	struct kreq *r = req_new(k, "GET", path, 1);
+	struct kreq *r = req_new(k, "GET", path, 1, "application/json");
 	r->max_line = max_line;
 	r->event = event;
 	r->end = end;
@@ -689,6 +732,45 @@ long kube_watch(struct kube *k, const char *path, size_t max_line, int idle_s,
 	curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(r->easy, CURLOPT_LOW_SPEED_TIME, (long)(idle_s > 0 ? idle_s : 1));
 	return req_start(k, r);
+}
+
+long kube_stream(struct kube *k, const char *path, int long_running, int timeout_ms,
+		 size_t max_buffer, kube_data_fn data, kube_end_fn end, void *arg)
+{
+	if (long_running && k->streams >= KUBE_STREAM_SLOTS)
+		return GWB_EBUSY;
+	struct kreq *r = req_new(k, "GET", path, 0, "text/plain, */*");
+	r->is_stream = 1;
+	r->long_running = long_running;
+	r->max_line = max_buffer;
+	r->data = data;
+	r->end = end;
+	r->arg = arg;
+	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	if (!long_running) {
+		/* The queue's last class: a log read never holds the reconciler's work back. */
+		r->qi.cls = KUBEFLOW_CREATE;
+		curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+		return req_start(k, r);
+	}
+	/* Outside the queue: sent at the next safe point, on a slot of its own. */
+	k->streams++;
+	r->state = KR_QUEUED;
+	r->next = k->reqs;
+	k->reqs = r;
+	event_active(k->safe_point, EV_TIMEOUT, 0);
+	return r->id;
+}
+
+void kube_stream_pause(struct kube *k, long id, int pause)
+{
+	for (struct kreq *r = k->reqs; r; r = r->next) {
+		if (r->id != id || !r->is_stream || r->cancelled)
+			continue;
+		if (r->state == KR_SENT)
+			curl_easy_pause(r->easy, pause ? CURLPAUSE_RECV : CURLPAUSE_CONT);
+		return;
+	}
 }
 
 void kube_cancel(struct kube *k, long id)

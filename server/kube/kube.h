@@ -18,7 +18,13 @@
  * them, they do not count against max_inflight (a few open watches would otherwise hold the
  * slots for minutes and starve every other request). They have KUBE_WATCH_SLOTS slots of
  * their own, are first in the queue and take a token at each (re)start, so a reconnect storm
- * is paced and watches are never starved. */
+ * is paced and watches are never starved.
+ *
+ * Streams of text (pods/log) are delivered as their bytes come. A short one (a log read
+ * whole) is a request like any other, queued in the last class (with the creates); a
+ * long-running one (a followed log, open as long as the
+ * container runs) takes none of the queue's slots: it has KUBE_STREAM_SLOTS of its own, is
+ * sent at the next safe point, and one more is refused at once. */
 #ifndef GWB_KUBE_H
 #define GWB_KUBE_H
 
@@ -38,6 +44,8 @@ struct evbuffer;
 #define KUBE_DEFAULT_BURST 100
 /* Watches open at once, at most; the server opens four. */
 #define KUBE_WATCH_SLOTS 16
+/* Long-running streams (followed logs) open at once, at most. */
+#define KUBE_STREAM_SLOTS 32
 
 /* How a request ended. The reconciler's safety rests on this split: only KUBE_OK and
  * KUBE_REJECTED say what the server did; KUBE_NOT_SENT says it did nothing; KUBE_UNKNOWN means
@@ -63,7 +71,9 @@ typedef void (*kube_done_fn)(void *arg, const struct kube_result *res);
 /* Called for each watch line: type is ADDED, MODIFIED, DELETED, BOOKMARK or ERROR; object is
  * borrowed for the call. */
 typedef void (*kube_event_fn)(void *arg, const char *type, json_t *object);
-/* Called once when a watch stream ends, with how it ended (KUBE_OK: the server closed it,
+/* Called with the next bytes of a stream (kube_stream), borrowed for the call. */
+typedef void (*kube_data_fn)(void *arg, const char *data, size_t len);
+/* Called once when a watch stream or a stream ends, with how it ended (KUBE_OK: the server closed it,
  * usually at timeoutSeconds). The watch handle is gone after this call. */
 typedef void (*kube_end_fn)(void *arg, const struct kube_result *res);
 
@@ -115,6 +125,22 @@ long kube_request(struct kube *k, const char *method, const char *path, const js
  * id (> 0) — end fires exactly once — or a negative error. */
 long kube_watch(struct kube *k, const char *path, size_t max_line, int idle_s,
 		kube_event_fn event, kube_end_fn end, void *arg);
+
+/* Queues a GET of path whose answer is text (a Pod's log: .../pods/NAME/log?...), handing
+ * its bytes to data as they arrive (from the loop, never from inside libcurl; the first call,
+ * maybe with no bytes, comes once the answer's 2xx status is known) and ending with
+ * end exactly once (KUBE_OK: the server ended it; an error answer's Status is its body). At
+ * most max_buffer bytes wait between two deliveries (more ends it with KUBE_UNKNOWN).
+ * long_running 0: a request (queued, timeout_ms from the send); 1: a stream on a slot of its
+ * own without a time-out, or GWB_EBUSY at once when KUBE_STREAM_SLOTS are open. Returns an
+ * id (> 0) or a negative error (then end never fires). */
+long kube_stream(struct kube *k, const char *path, int long_running, int timeout_ms,
+		 size_t max_buffer, kube_data_fn data, kube_end_fn end, void *arg);
+
+/* Stops (pause 1) or resumes (0) reading stream id's answer, so that its owner's reader sets
+ * the pace: the API server's side waits on TCP. Unknown ids are ignored. Safe inside any
+ * callback of this client. */
+void kube_stream_pause(struct kube *k, long id, int pause);
 
 /* Cancels a request or watch by id; its callbacks never fire afterwards. Unknown ids are
  * ignored. Safe to call from inside any callback of this client. */

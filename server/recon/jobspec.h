@@ -1,6 +1,7 @@
 /* The Kubernetes Job of a task, as a pure function of the task: deterministic name, labels,
- * Koordinator GPU resources (koordinator.md §8.1), the worker's settings and the downward-API
- * annotations volume. Also recognises a Job as ours. */
+ * Koordinator GPU resources (koordinator.md §8.1), the container (the simulated worker with
+ * its settings, or the team's workload with gwb's), the downward-API annotations volume, and
+ * a Pod that meets the Pod Security Standard "restricted". Also recognises a Job as ours. */
 #ifndef GWB_JOBSPEC_H
 #define GWB_JOBSPEC_H
 
@@ -22,7 +23,12 @@ struct jobspec_in {
 	const char *isolation;    /* koordinator.sh/gpu-isolation-provider value, "" for none */
 	int suspend;              /* 1: the cancel marker, created already suspended */
 	int64_t ttl_seconds;      /* ttlSecondsAfterFinished; 0 keeps finished Jobs */
+	const char *workload;     /* the team's container (canonical JSON); "" or NULL: worker */
 };
+
+/* The user every container of ours runs as unless its image names a non-root one: an image
+ * built to run as root still starts under runAsNonRoot. */
+#define JOBSPEC_RUN_AS_USER 65532
 
 /* The default of kube.pod_deadline_margin_seconds. */
 #define JOBSPEC_DEADLINE_MARGIN_DEFAULT_S 300

@@ -105,6 +105,11 @@ static void observe_pod(struct task *t, const json_t *pod)
 		if (!t->released)
 			TASK_SET_TEXT(t, reason, reason);
 	}
+	/* Why the container has not started (a kubelet's CreateContainerError, ErrImagePull,
+	 * ...): shown while it waits, gone once it runs or ends. */
+	json_t *waiting = kobj_path(cs, "state", "waiting");
+	TASK_SET_TEXT(t, waiting_reason, kobj_str(waiting, "reason"));
+	TASK_SET_TEXT(t, waiting_message, kobj_str(waiting, "message"));
 	const json_t *sched = kobj_condition(pod, "PodScheduled");
 	const char *st = kobj_str(sched, "status"), *msg = kobj_str(sched, "message");
 	TASK_SET_TEXT(t, pending_message, st && strcmp(st, "False") == 0 ? msg : "");

@@ -341,8 +341,15 @@ static void start_post(struct rop *o, const struct task *t)
 	struct jobspec_in in = { t->id, t->team, t->gpu_memory_mib, t->gpu_core_percent,
 				 t->gpu_count, t->duration_seconds, t->qos, t->experiment, c->ns,
 				 c->image, c->isolation, task_cancel_requested(t),
-				 c->job_ttl_seconds };
+				 c->job_ttl_seconds, t->workload };
 	json_t *job = jobspec_build(&in);
+	if (!job) { /* its stored workload cannot be read: nothing to create */
+		outcome_of(o, TASK_FAILED, TASK_REASON_JOB_REJECTED,
+			   json_pack("{s:s}", "detail", "the task's workload cannot be read"));
+		op_done_common(o);
+		waiters_fire(o, 0);
+		return;
+	}
 	char path[256];
 	job_path(o, 0, path, sizeof path);
 	op_send(o, OP_POST, "POST", path, job, NULL, on_post);

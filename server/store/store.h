@@ -53,6 +53,7 @@ struct task_req {
 	int64_t duration_seconds;
 	const char *qos;          /* "LS" | "BE" */
 	const char *experiment;   /* "normal" | "overlimit" */
+	const char *workload;     /* the container's canonical JSON, or NULL: the worker */
 	int on_quota_full;        /* STORE_ON_FULL_*: what a submission the quota cannot hold does */
 };
 /* A submission's on_quota_full: the team's default_on_quota_full, refuse (403), or wait. */
@@ -272,6 +273,25 @@ int store_task_events(struct store *s, const char *id, store_event_fn fn, void *
  * or GWB_EDB. */
 int store_team_put(struct store *s, const char *team, int64_t mem_mib, int64_t core_pct,
 		   const unsigned char *token_hash, int64_t now_ms, int *created);
+/* A team's workload policy: the image reference prefixes its tasks may run (a JSON array of
+ * strings; empty: only the simulated worker), and the cpu (millicores) and memory (bytes)
+ * a workload gets when it names none and the most it may ask for (0: not set). */
+struct team_policy {
+	json_t *allowed_images;
+	int64_t cpu_default, cpu_max;
+	int64_t memory_default, memory_max;
+};
+/* store_team_put that also replaces the team's workload policy when pol is not NULL (in the
+ * same transaction; pol->allowed_images borrowed). */
+int store_team_put_policy(struct store *s, const char *team, int64_t mem_mib, int64_t core_pct,
+			  const unsigned char *token_hash, const struct team_policy *pol,
+			  int64_t now_ms, int *created);
+/* The team's workload policy into *pol (allowed_images a new reference the caller
+ * json_decrefs, an empty array when none is set). 0, GWB_ENOTFOUND or GWB_EDB. */
+int store_team_policy(struct store *s, const char *team, struct team_policy *pol);
+/* The policy as the API shows it: {"allowed_images", "cpu": {"default", "max"}, "memory":
+ * {"default", "max"}}, the amounts as Kubernetes quantities or null. A new reference. */
+json_t *store_team_policy_json(const struct team_policy *pol);
 /* The team's reserved and quota totals as its row holds them (team borrowed for the call):
  * the one read of them, for the submission's quota check and the reconciler's. 0,
  * GWB_ENOTFOUND or GWB_EDB. */

@@ -276,7 +276,20 @@ static const char *const migrations[] = {
 	"  id INTEGER PRIMARY KEY CHECK (id = 1),"
 	"  create_seq INTEGER NOT NULL);"
 	"INSERT INTO intent_cursor (id, create_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM tasks;",
-	/* 16: waiting for quota (server/store/store_queue.c). A waiting task is a row in state
+	/* 16: a task may carry the team's own container (workload: its canonical JSON, NULL for
+	 * the simulated worker), and shows why its container waits (the Pod's
+	 * containerStatuses[0].state.waiting). A team's workload policy: the image prefixes it
+	 * may run (a JSON array, NULL for none) and its cpu and memory defaults and per-task
+	 * maxima (millicores, bytes; NULL: none). */
+	"ALTER TABLE tasks ADD COLUMN workload TEXT;"
+	"ALTER TABLE tasks ADD COLUMN waiting_reason TEXT;"
+	"ALTER TABLE tasks ADD COLUMN waiting_message TEXT;"
+	"ALTER TABLE teams ADD COLUMN allowed_images TEXT;"
+	"ALTER TABLE teams ADD COLUMN cpu_default_milli INTEGER;"
+	"ALTER TABLE teams ADD COLUMN cpu_max_milli INTEGER;"
+	"ALTER TABLE teams ADD COLUMN memory_default_bytes INTEGER;"
+	"ALTER TABLE teams ADD COLUMN memory_max_bytes INTEGER;",
+	/* 17: waiting for quota (server/store/store_queue.c). A waiting task is a row in state
 	 * 'waiting', holding nothing; a team's line is its waiting tasks in seq order, which
 	 * tasks_state_team already gives (its entries are (state, team, seq)): no index of its
 	 * own, so a submission inserts into none more. admitted_at: when a waiting task was

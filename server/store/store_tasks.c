@@ -171,6 +171,7 @@ static int new_task(struct task *t, const struct task_req *req, const char *key,
 	cut |= copy_text(t->name, sizeof t->name, req->name);
 	cut |= copy_text(t->qos, sizeof t->qos, req->qos);
 	cut |= copy_text(t->experiment, sizeof t->experiment, req->experiment);
+	cut |= copy_text(t->workload, sizeof t->workload, req->workload ? req->workload : "");
 	cut |= copy_text(t->idempotency_key, sizeof t->idempotency_key, key ? key : "");
 	return cut ? GWB_EINVAL : 0;
 }

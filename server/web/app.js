@@ -54,11 +54,15 @@
       "detail.title": "Task", "detail.cancel": "Cancel task", "detail.close": "Close",
       "detail.pending": "Why it waits", "detail.allocation": "Allocation (the scheduler's annotation)",
       "detail.usage": "Usage", "detail.timeline": "Timeline",
+      "detail.log": "Log (its last lines)", "detail.logrefresh": "Refresh the log",
+      "log.empty": "(the log is empty)", "log.read": "The last {n} lines, read {at}; refreshed every few seconds while it runs.",
       "detail.noalloc": "(no allocation yet: the scheduler has not placed the Pod)",
       "detail.nopending": "It is not waiting.",
       "detail.cancelled": "Cancel requested ({status}: {what}).",
       "usage.unknown": "unknown",
       "usage.why": "Nothing measures what the process really uses on the GPU here: the quota and the allocation are budgets (what it may use), not measurements.",
+      "k.runs": "Runs", "k.worker": "the simulated worker (gwb-worker)", "k.entrypoint": "(the image's entrypoint)",
+      "k.waiting": "Container waiting",
       "k.team": "Team", "k.name": "Name", "k.request": "Request", "k.reservation": "Reservation",
       "k.released": "released {at} ({reason})", "k.held": "held",
       "k.job": "Job", "k.pod": "Pod", "k.exit": "Exit", "k.key": "Idempotency-Key",
@@ -135,11 +139,15 @@
       "detail.title": "任务", "detail.cancel": "取消任务", "detail.close": "关闭",
       "detail.pending": "为什么在等待", "detail.allocation": "分配（调度器的注解）",
       "detail.usage": "使用量", "detail.timeline": "时间线",
+      "detail.log": "日志（最后几行）", "detail.logrefresh": "刷新日志",
+      "log.empty": "（日志为空）", "log.read": "最后 {n} 行，读取于 {at}；运行期间每隔几秒刷新。",
       "detail.noalloc": "（尚无分配：调度器还没有放置 Pod）",
       "detail.nopending": "没有在等待。",
       "detail.cancelled": "已请求取消（{status}：{what}）。",
       "usage.unknown": "未知",
       "usage.why": "这里没有任何东西测量进程在 GPU 上的真实使用量：配额和分配都是预算（允许使用多少），不是测量值。",
+      "k.runs": "运行", "k.worker": "模拟 worker（gwb-worker）", "k.entrypoint": "（镜像的入口）",
+      "k.waiting": "容器等待中",
       "k.team": "团队", "k.name": "名称", "k.request": "请求", "k.reservation": "预留",
       "k.released": "已于 {at} 释放（{reason}）", "k.held": "持有中",
       "k.job": "Job", "k.pod": "Pod", "k.exit": "退出", "k.key": "Idempotency-Key",
@@ -688,7 +696,11 @@
     $("d-id").textContent = id;
     $("d-cancel-msg").textContent = "";
     renderTasks();
+    $("d-log").textContent = "";
+    $("d-log-msg").textContent = "";
     await loadDetail();
+    loadLog();
+    watchLog();
     $("detail-section").focus();
   }
   async function loadDetail() {
@@ -700,10 +712,41 @@
         api("GET", "/v1/tasks/" + encodeURIComponent(id) + "/events")]);
     } catch (e) { return; }
     if (S.selected !== id || a.status !== 200) return;
+    const was = S.selectedTask && S.selectedTask.task.id === id ? S.selectedTask.task.state : null;
     S.selectedTask = { task: a.json, events: b.status === 200 ? b.json.events : [] };
     const tk = a.json;
+    if (was === "running" && tk.state !== "running") loadLog(); /* its last lines */
     upsertTask(tk.id, { state: tk.state, reason: tk.reason });
     renderDetail(S.selectedTask.task, S.selectedTask.events);
+  }
+  // The log's last lines (GET /v1/tasks/{id}/logs), as text; an error says what the API said.
+  const LOG_TAIL = 50, LOG_EVERY_MS = 3000;
+  let logTimer = null;
+  async function loadLog() {
+    const id = S.selected;
+    if (!id) return;
+    let r;
+    try { r = await api("GET", "/v1/tasks/" + encodeURIComponent(id) + "/logs?tail=" + LOG_TAIL); } catch (e) { return; }
+    if (S.selected !== id) return;
+    const pre = $("d-log"), msg = $("d-log-msg");
+    pre.dataset.status = String(r.status);
+    if (r.status === 200) {
+      pre.textContent = r.text || t("log.empty");
+      msg.textContent = t("log.read", { n: LOG_TAIL, at: fmtTime(new Date().toISOString()) });
+    } else {
+      pre.textContent = "";
+      msg.textContent = r.json && r.json.error ? r.status + " " + r.json.error.code + ": " + r.json.error.message
+        : "HTTP " + r.status;
+    }
+  }
+  // While the selected task runs, its log is read again every few seconds.
+  function watchLog() {
+    if (logTimer) return;
+    logTimer = setInterval(() => {
+      const sel = S.selectedTask && S.selectedTask.task;
+      if (!S.selected) { clearInterval(logTimer); logTimer = null; return; }
+      if (sel && sel.id === S.selected && sel.state === "running") loadLog();
+    }, LOG_EVERY_MS);
   }
   function kv(dl, key, ...vals) {
     dl.append(el("dt", { text: t(key) }), el("dd", {}, ...vals));
@@ -727,7 +770,18 @@
     const rv = tk.reservation || {};
     kv(dl, "k.reservation", (rv.gpu_memory_mib || 0) + " MiB · " + (rv.gpu_core_percent || 0) + "% — " +
       (rv.released ? t("k.released", { at: fmtTime(rv.released_at), reason: rv.release_reason || "?" }) : t("k.held")));
+    // What runs: the team's container (image and command line) or the simulated worker.
+    const wl = tk.workload;
+    if (wl) {
+      const line = (wl.command || []).concat(wl.args || []).join(" ");
+      kv(dl, "k.runs", el("code", { "data-field": "image", text: wl.image }), " ",
+        el("code", { "data-field": "command", text: line || t("k.entrypoint") }),
+        " · cpu " + (wl.cpu || "—") + " · memory " + (wl.memory || "—"));
+    } else kv(dl, "k.runs", t("k.worker"));
     const job = tk.job || {}, pod = tk.pod || {};
+    // A container that cannot start: the kubelet's reason and message, not just "pending".
+    if (pod.waiting) kv(dl, "k.waiting", el("span", { "data-field": "waiting" },
+      el("code", { text: pod.waiting.reason || "" }), pod.waiting.message ? ": " + pod.waiting.message : ""));
     kv(dl, "k.job", el("code", { text: job.name || "—" }), " uid ", el("code", { text: job.uid || "—" }),
       job.suspended ? " (suspended)" : "");
     kv(dl, "k.pod", el("code", { text: pod.name || "—" }), " uid ", el("code", { text: pod.uid || "—" }),
@@ -1028,6 +1082,7 @@
     $("new-key").addEventListener("click", () => { S.formKey = newKey(); $("idem-key").textContent = S.formKey; });
     $("state-filter").addEventListener("change", renderTasks);
     $("cancel").addEventListener("click", cancelSelected);
+    $("d-log-refresh").addEventListener("click", loadLog);
     $("d-close").addEventListener("click", () => { S.selected = null; S.selectedTask = null; $("detail-section").hidden = true; renderTasks(); });
     $("team-form").addEventListener("submit", saveTeam);
     // Escape closes the opened task and puts the focus back on its row.

@@ -18,7 +18,11 @@ import tempfile
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwb_openapi import Contract  # noqa: E402 (installed beside this file)
 
 ADMIN = "admin-secret-page"
 # Generous: the machine is shared. Waits end as soon as the condition holds.
@@ -142,7 +146,8 @@ class Stack:
                 rc[p.name] = p.stop()
         return rc
 
-    # The API, as a script would use it (to set up and to check what the page shows).
+    # The API, as a script would use it (to set up and to check what the page shows). Every
+    # answer is held to the API's OpenAPI document (tests/e2e/gwb_openapi.py).
     def api(self, method, path, token=ADMIN, body=None, headers=None):
         h = {"Authorization": "Bearer " + token} if token else {}
         h.update(headers or {})
@@ -153,9 +158,19 @@ class Stack:
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
         try:
             with urllib.request.urlopen(req, timeout=20) as r:
-                return r.status, json.loads(r.read() or b"null")
+                status, hd, raw = r.status, r.headers, r.read()
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+            status, hd, raw = e.code, e.headers, e.read()
+        bad = self.contract().answer_violations(method, path, status, {k.lower(): v for k, v in hd.items()}, raw)
+        check(not bad, "the answer breaks docs/openapi.yaml: %s" % "; ".join(bad))
+        return status, json.loads(raw or b"null")
+
+    def contract(self):
+        if getattr(self, "_contract", None) is None or self._contract_url != self.url:
+            with urllib.request.urlopen(self.url + "/v1/openapi.json", timeout=20) as r:
+                self._contract = Contract(json.loads(r.read()))
+            self._contract_url = self.url
+        return self._contract
 
     def team(self, name, mem=20480, core=800):
         token = "tok-" + name + "-0123456789"
@@ -337,6 +352,12 @@ def case_submit_flow(c):
           "usage says unknown: %r" % usage.text)
     check(len(c.qq('[data-testid="timeline"] li')) >= 3, "a timeline with the state changes")
     c.shot("details")
+    # The log's last lines, read through the API (the worker's JSON lines), and its refresh.
+    log_sel = '[data-testid="task-detail"] [data-testid="log"]'
+    wait_for("the worker's log in the details", lambda: '"work_started"' in c.q(log_sel).text)
+    check(c.q(log_sel).get_attribute("data-status") == "200", "the log was read: 200")
+    c.q("#d-log-refresh").click()
+    wait_for("the log after a refresh", lambda: '"work_started"' in c.q(log_sel).text)
 
     # The same key and the same fields: the first task, 200.
     c.clear_result()
@@ -610,6 +631,59 @@ def case_server_down(c):
     c.shot("back")
 
 
+def case_workload_details(c):
+    """a workload task's details say what runs (image, command) and, once its Pod reports a
+    container that cannot start, the kubelet's reason and message; a cancel releases it."""
+    s = c.stack
+    token = "tok-wl-0123456789"
+    st, body = s.api("PUT", "/v1/teams/wl", body={
+        "gpu_memory_mib": 20480, "gpu_core_percent": 800, "token": token,
+        "workload_policy": {"allowed_images": ["busybox"]}})
+    check(st in (200, 201), "PUT team wl: %s %s" % (st, body))
+    # Above one card: the Pod stays unscheduled; its container status is set below as a
+    # kubelet that cannot create the container would.
+    st, body = s.api("POST", "/v1/tasks", token, {
+        "team": "wl", "gpu_memory_mib": 9000, "gpu_core_percent": 10,
+        "workload": {"image": "busybox:1.36", "command": ["/opt/not-allowed", "--epochs", "3"]}})
+    check(st == 201, "submit: %s %s" % (st, body))
+    tid = body["id"]
+
+    def pod_name():
+        q = urllib.parse.quote("gwb.io/task=" + tid)
+        with urllib.request.urlopen(s.kubesim.url + "/api/v1/namespaces/gpu-workbench/pods"
+                                    "?labelSelector=" + q, timeout=10) as r:
+            items = json.loads(r.read())["items"]
+        return items[0]["metadata"]["name"] if items else None
+    name = wait_for("the task's Pod", pod_name)
+    patch = {"status": {"containerStatuses": [{
+        "name": "worker", "ready": False, "restartCount": 0, "image": "busybox:1.36",
+        "imageID": "", "state": {"waiting": {"reason": "CreateContainerError",
+                                             "message": "/opt/not-allowed is not allowed"}}}]}}
+    req = urllib.request.Request(
+        s.kubesim.url + "/api/v1/namespaces/gpu-workbench/pods/%s/status" % name,
+        data=json.dumps(patch).encode(), method="PATCH",
+        headers={"Content-Type": "application/merge-patch+json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        check(r.status == 200, "PATCH the Pod's status: %s" % r.status)
+    c.open_page(token)
+    c.wait_row_state(tid, "pending")
+    c.open_row(tid)
+    det = c.tid("task-detail")
+    wait_for("the details of the task", lambda: det.is_displayed() and
+             det.get_attribute("data-task-id") == tid)
+    image = wait_for("the image", lambda: (c.qq('[data-testid="task-detail"] [data-field="image"]') or [None])[0])
+    check(image.text == "busybox:1.36", "the image shown: %r" % image.text)
+    cmd = c.q('[data-testid="task-detail"] [data-field="command"]').text
+    check(cmd == "/opt/not-allowed --epochs 3", "the command shown: %r" % cmd)
+    waiting = wait_for("the waiting reason", lambda: (lambda e: e if e and "CreateContainerError" in e.text else None)(
+        (c.qq('[data-testid="task-detail"] [data-field="waiting"]') or [None])[0]))
+    check("/opt/not-allowed is not allowed" in waiting.text, "the message shown: %r" % waiting.text)
+    c.shot("waiting")
+    c.tid("cancel-button").click()
+    c.wait_row_state(tid, "cancelled")
+    wait_for("the quota back", lambda: c.reserved("wl") == 0)
+
+
 def case_waiting_line(c):
     """A team's line on the page: two tasks waiting for quota shown in order with their
     predictions; a cancel that frees the quota admits the head, and the line follows live."""
@@ -640,6 +714,7 @@ def case_waiting_line(c):
 
 CASES = [
     ("submit_flow", case_submit_flow),
+    ("workload_details", case_workload_details),
     ("fragmentation", case_fragmentation),
     ("language_toggle", case_language_toggle),
     ("frontdoor_token_storage", case_frontdoor_token_storage),

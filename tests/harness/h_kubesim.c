@@ -70,6 +70,10 @@ void h_kubesim_start(struct h_kubesim *k)
 				 k->state, "--control-socket", k->ctl, "--worker", k->worker,
 				 "--log-level", "debug" };
 	int n = 11;
+	if (k->exec_allow[0]) {
+		argv[n++] = "--exec-allow";
+		argv[n++] = k->exec_allow;
+	}
 	for (int i = 0; k->args[i] && n < 47; i++)
 		argv[n++] = k->args[i];
 	argv[n] = NULL;
@@ -344,12 +348,20 @@ static void decode(struct h_watch *w)
 int h_watch_open(struct h_watch *w, const struct h_kubesim *k, const char *path,
 		 const char *accept)
 {
+	return h_watch_open_url(w, k->url, path, NULL, accept);
+}
+
+int h_watch_open_url(struct h_watch *w, const char *url, const char *path, const char *token,
+		     const char *accept)
+{
 	memset(w, 0, sizeof *w);
 	w->fd = -1;
-	char host[64];
+	char host[64], auth[600] = "";
 	int port;
-	if (sscanf(k->url, "http://%63[^:]:%d", host, &port) != 2)
-		t_fail(__FILE__, __LINE__, "bad url %s", k->url);
+	if (sscanf(url, "http://%63[^:]:%d", host, &port) != 2)
+		t_fail(__FILE__, __LINE__, "bad url %s", url);
+	if (token)
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
 	w->fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	inet_pton(AF_INET, host, &sa.sin_addr);
@@ -357,8 +369,9 @@ int h_watch_open(struct h_watch *w, const struct h_kubesim *k, const char *path,
 		return -1;
 	char req[4096];
 	int n = snprintf(req, sizeof req,
-			 "GET %s HTTP/1.1\r\nHost: %s:%d\r\nAccept: %s\r\nUser-Agent: gwb-test\r\n\r\n",
-			 path, host, port, accept ? accept : "application/json");
+			 "GET %s HTTP/1.1\r\nHost: %s:%d\r\nAccept: %s\r\n%s"
+			 "User-Agent: gwb-test\r\n\r\n",
+			 path, host, port, accept ? accept : "application/json", auth);
 	if (write(w->fd, req, (size_t)n) != n)
 		return -1;
 	int64_t deadline = clock_mono_ms() + 5000;
@@ -379,19 +392,17 @@ int h_watch_open(struct h_watch *w, const struct h_kubesim *k, const char *path,
 	}
 }
 
-json_t *h_watch_next(struct h_watch *w, int timeout_ms)
+char *h_watch_line(struct h_watch *w, int timeout_ms)
 {
 	int64_t deadline = clock_mono_ms() + timeout_ms;
 	for (;;) {
 		char *nl = w->body ? memchr(w->body, '\n', w->bodylen) : NULL;
 		if (nl) {
 			size_t n = (size_t)(nl - w->body);
-			json_t *ev = json_loadb(w->body, n, 0, NULL);
+			char *line = gwb_strndup(w->body, n);
 			memmove(w->body, nl + 1, w->bodylen - n - 1);
 			w->bodylen -= n + 1;
-			if (!ev)
-				t_fail(__FILE__, __LINE__, "watch line is not JSON");
-			return ev;
+			return line;
 		}
 		if (w->ended)
 			return NULL;
@@ -401,6 +412,18 @@ json_t *h_watch_next(struct h_watch *w, int timeout_ms)
 		if (fill(w, left) > 0)
 			decode(w);
 	}
+}
+
+json_t *h_watch_next(struct h_watch *w, int timeout_ms)
+{
+	char *line = h_watch_line(w, timeout_ms);
+	if (!line)
+		return NULL;
+	json_t *ev = json_loads(line, 0, NULL);
+	gwb_free(line);
+	if (!ev)
+		t_fail(__FILE__, __LINE__, "watch line is not JSON");
+	return ev;
 }
 
 void h_watch_close(struct h_watch *w)

@@ -21,6 +21,8 @@ struct h_kubesim {
 	char state[PATH_MAX];      /* --state-dir */
 	char worker[PATH_MAX];     /* --worker; the default script unless changed before start */
 	const char *args[32];      /* extra flags, NULL-terminated; set before start */
+	char exec_allow[1024];     /* --exec-allow: programs besides the worker a container may
+				    * run ("" none; comma-separated); set before start */
 };
 
 /* Fills defaults and writes the default worker script (see h_kubesim.c) into the case folder. */
@@ -83,6 +85,12 @@ struct h_watch {
  * application/json. Returns 0, or -1 when no answer came within 5 s. */
 int h_watch_open(struct h_watch *w, const struct h_kubesim *k, const char *path,
 		 const char *accept);
+/* The same against any http:// server, with a bearer token (NULL: none). */
+int h_watch_open_url(struct h_watch *w, const char *url, const char *path, const char *token,
+		     const char *accept);
+/* The next newline-ended line of the body without its newline (gwb_malloc'd), or NULL when
+ * none comes within timeout_ms or the stream ended (see w->ended). */
+char *h_watch_line(struct h_watch *w, int timeout_ms);
 /* The next newline-ended event (caller decrefs), or NULL when none comes within timeout_ms
  * or the stream ended (see w->ended). */
 json_t *h_watch_next(struct h_watch *w, int timeout_ms);

@@ -22,6 +22,7 @@
 #include "lib/alloc.h"
 #include "lib/httpc.h"
 #include "lib/clock.h"
+#include "tests/harness/h_schema.h"
 #include "tests/harness/t.h"
 
 static char tmpdir[PATH_MAX];
@@ -507,6 +508,7 @@ void h_server_start(struct h_server *s)
 		t_fail(__FILE__, __LINE__, "gwb-server did not start");
 	}
 	h_proc_watch(&s->proc, "gwb-server");
+	h_schema_watch(s->proc.url); /* its answers are held to docs/openapi.yaml */
 }
 
 void h_server_stop(struct h_server *s)
@@ -536,6 +538,17 @@ int h_http(struct h_resp *r, const char *method, const char *url, const char *to
 	r->body_len = hr.body_len;
 	r->json = hr.json;
 	memcpy(r->headers, hr.headers, sizeof r->headers);
+	const char *path;
+	if (rc == 0 && h_schema_watched(url, &path)) {
+		char ct[256], why[1024];
+		/* libevent's own answers (its HTML 400 and 413) lack the server's nosniff */
+		int own = httpc_header(&hr, "X-Content-Type-Options", why, sizeof why) != NULL;
+		struct h_answer a = { method ? method : "GET", path, r->status,
+				      httpc_header(&hr, "Content-Type", ct, sizeof ct), own,
+				      r->headers, r->body_len, r->json };
+		if (h_schema_check(&a, why, sizeof why) < 0)
+			t_fail_soft("openapi: %s", why);
+	}
 	return rc == 0 ? 0 : -1;
 }
 

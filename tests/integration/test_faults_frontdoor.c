@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/alloc.h"
 #include "lib/clock.h"
 #include "tests/harness/h_faults.h"
 #include "tests/harness/harness.h"
@@ -34,7 +35,10 @@ static int port_of(const char *url)
 {
 	const char *c = strrchr(url, ':');
 	CHECK(c);
-	return atoi(c + 1);
+	char *end;
+	long port = strtol(c + 1, &end, 10);
+	CHECKF(port > 0 && port < 65536, "bad port in %s", url);
+	return (int)port;
 }
 
 /* A non-blocking connection from a's source address, or -1. */
@@ -75,8 +79,8 @@ static void *slowloris(void *arg)
 	struct attack *a = arg;
 	static const char head[] = "GET /v1/teams/alpha HTTP/1.1\r\nHost: x\r\nX-Pad: "
 				   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
-	int *fds = calloc((size_t)a->conns, sizeof *fds);
-	size_t *at = calloc((size_t)a->conns, sizeof *at);
+	int *fds = gwb_calloc((size_t)a->conns, sizeof *fds);
+	size_t *at = gwb_calloc((size_t)a->conns, sizeof *at);
 	for (int i = 0; i < a->conns; i++)
 		fds[i] = -1;
 	while (!atomic_load(&a->stop)) {
@@ -98,8 +102,8 @@ static void *slowloris(void *arg)
 	for (int i = 0; i < a->conns; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	free(fds);
-	free(at);
+	gwb_free(fds);
+	gwb_free(at);
 	return NULL;
 }
 

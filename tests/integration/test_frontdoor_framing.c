@@ -171,10 +171,12 @@ static int dial(const char *url)
 {
 	const char *c = strrchr(url, ':');
 	CHECK(c);
+	char *end;
+	long port = strtol(c + 1, &end, 10);
+	CHECKF(port > 0 && port < 65536, "bad port in %s", url);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	CHECK(fd >= 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)atoi(c + 1)) };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		close(fd);

@@ -16,6 +16,7 @@
 #include "lib/alloc.h"
 #include "lib/clock.h"
 #include "tests/harness/h_kubesim.h"
+#include "tests/harness/h_schema.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/t.h"
 
@@ -168,6 +169,9 @@ static void parse_block(const char *blk, size_t len, struct sse_event *ev)
 			ev->data = json_loads(line + 6, 0, NULL);
 	}
 	gwb_free(copy);
+	char why[1024]; /* every event is held to the document's schema of its type */
+	if (ev->type[0] && h_schema_check_event(ev->type, ev->data, why, sizeof why) < 0)
+		t_fail_soft("openapi: %s", why);
 }
 
 /* The next event with a type (comments and the retry field are skipped), or 0 when none comes

@@ -43,6 +43,9 @@ static const char usage_text[] =
 	"  cancel ID                   request the cancel of a task (idempotent)\n"
 	"  cancel --all --team T --yes cancel every active or waiting task of team T\n"
 	"  events ID                   a task's history\n"
+	"  logs ID [-f] [--tail N]     the last N lines of the task's Pod log (default 100, at\n"
+	"                              most 10000), printed as they are whatever -o says; -f\n"
+	"                              (--follow) goes on printing until the container ends\n"
 	"  wait ID [--state S] [--reason R] [--released] [--timeout SECONDS]\n"
 	"                              poll the task until its state is S (its reason R, its\n"
 	"                              reservation released: each that is given); exit 1 with\n"
@@ -264,22 +267,24 @@ static int url_safe(const char *s)
 
 /* One request. On a 2xx answer returns 0 with r filled (the caller frees it). Otherwise prints
  * the failure (stderr; in JSON mode the error body on stdout too), frees r and returns 1. */
-static int api(const struct opts *o, const char *method, const char *path, const json_t *body,
-	       const char *idem_key, struct httpc_resp *r)
+static void api_url(const struct opts *o, const char *path, char *url, size_t len)
 {
-	char url[2048], key[200];
 	size_t base = strlen(o->url);
 	while (base && o->url[base - 1] == '/') /* --url http://h:8080/ is http://h:8080 */
 		base--;
-	snprintf(url, sizeof url, "%.*s%s", (int)base, o->url, path);
-	const char *headers[2] = { NULL, NULL };
-	if (idem_key) {
-		snprintf(key, sizeof key, "Idempotency-Key: %s", idem_key);
-		headers[0] = key;
-	}
-	struct httpc_req req = { .method = method, .url = url, .json = body, .headers = headers,
-				 .token = o->token && o->token[0] ? o->token : NULL };
-	if (httpc_do(o->http, &req, r) != 0) {
+	snprintf(url, len, "%.*s%s", (int)base, o->url, path);
+}
+
+/* Sends req (its url and token filled here); the same returns as api. */
+static int api_do(const struct opts *o, struct httpc_req *req, const char *path,
+		  struct httpc_resp *r)
+{
+	char url[2048];
+	api_url(o, path, url, sizeof url);
+	req->url = url;
+	req->token = o->token && o->token[0] ? o->token : NULL;
+	const char *method = req->method ? req->method : "GET";
+	if (httpc_do(o->http, req, r) != 0) {
 		fprintf(stderr, "gwbctl: %s %s: %s\n", method, url, r->error);
 		httpc_resp_free(r);
 		return EXIT_FAIL;
@@ -305,6 +310,19 @@ static int api(const struct opts *o, const char *method, const char *path, const
 	}
 	httpc_resp_free(r);
 	return EXIT_FAIL;
+}
+
+static int api(const struct opts *o, const char *method, const char *path, const json_t *body,
+	       const char *idem_key, struct httpc_resp *r)
+{
+	char key[200];
+	const char *headers[2] = { NULL, NULL };
+	if (idem_key) {
+		snprintf(key, sizeof key, "Idempotency-Key: %s", idem_key);
+		headers[0] = key;
+	}
+	struct httpc_req req = { .method = method, .json = body, .headers = headers };
+	return api_do(o, &req, path, r);
 }
 
 /* GET path, then the answer shown by fn; the status line first in text mode. */
@@ -392,6 +410,42 @@ static int cmd_get_events(struct opts *o, const char *cmd, int argc, char **argv
 	snprintf(path, sizeof path, "/v1/tasks/%s%s", pos[0],
 		 strcmp(cmd, "events") == 0 ? "/events" : "");
 	return get_show(o, path, strcmp(cmd, "events") == 0 ? show_events : show_task);
+}
+
+static void print_bytes(void *arg, const char *data, size_t len)
+{
+	(void)arg;
+	fwrite(data, 1, len, stdout);
+	fflush(stdout); /* a followed log is read as it comes */
+}
+
+static int cmd_logs(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "tail", 1, NULL }, { "follow", 0, NULL }, { NULL, 0, NULL } };
+	char **args = gwb_calloc((size_t)argc + 1, sizeof *args);
+	for (int k = 0; k < argc; k++)
+		args[k] = strcmp(argv[k], "-f") == 0 ? "--follow" : argv[k];
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "logs", argc, args, f, pos, 1, &npos);
+	gwb_free(args);
+	if (rc)
+		return rc;
+	if (npos != 1 || !url_safe(pos[0]))
+		return usage("logs: expected one task id");
+	long tail = 100;
+	if ((rc = int_flag(f, "logs", "tail", 0, 10000, &tail)))
+		return rc;
+	int follow = flag_val(f, "follow") != NULL;
+	char path[200];
+	snprintf(path, sizeof path, "/v1/tasks/%s/logs?tail=%ld%s", pos[0], tail,
+		 follow ? "&follow=true" : "");
+	struct httpc_req req = { .method = "GET", .on_data = print_bytes,
+				 .timeout_ms = follow ? -1 : 0 };
+	struct httpc_resp r;
+	if ((rc = api_do(o, &req, path, &r)))
+		return rc;
+	httpc_resp_free(&r);
+	return 0;
 }
 
 /* Appends every task in state (of team, when not NULL) to out, page by page. */
@@ -928,6 +982,8 @@ int main(int argc, char **argv)
 		rc = cmd_get_events(&o, cmd, n, rest);
 	else if (strcmp(cmd, "list") == 0)
 		rc = cmd_list(&o, n, rest);
+	else if (strcmp(cmd, "logs") == 0)
+		rc = cmd_logs(&o, n, rest);
 	else if (strcmp(cmd, "cancel") == 0)
 		rc = cmd_cancel(&o, n, rest);
 	else if (strcmp(cmd, "wait") == 0)

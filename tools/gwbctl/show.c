@@ -100,6 +100,30 @@ static void resv_text(const json_t *task, char *buf, size_t len)
 		 released && why ? ": " : "", released && why ? why : "");
 }
 
+/* What runs: "gwb-worker (simulated)", or the workload's image and its command line. */
+static void workload_text(FILE *out, const json_t *w)
+{
+	if (!json_is_object(w)) {
+		fprintf(out, "runs         the simulated worker\n");
+		return;
+	}
+	fprintf(out, "image        %s\n", str(w, "image"));
+	fprintf(out, "command     ");
+	const json_t *parts[] = { json_object_get(w, "command"), json_object_get(w, "args") };
+	int any = 0;
+	for (int k = 0; k < 2; k++) {
+		size_t i;
+		const json_t *a;
+		json_array_foreach(parts[k], i, a) {
+			const char *v = json_string_value(a);
+			fprintf(out, strpbrk(v, " \t'\"$") ? " '%s'" : " %s", v);
+			any = 1;
+		}
+	}
+	fprintf(out, "%s\n", any ? "" : " (the image's entrypoint)");
+	fprintf(out, "cpu, memory  %s, %s\n", str(w, "cpu"), str(w, "memory"));
+}
+
 void show_task(FILE *out, enum show_mode m, const json_t *task)
 {
 	if (m == SHOW_JSON) {
@@ -119,6 +143,11 @@ void show_task(FILE *out, enum show_mode m, const json_t *task)
 	fprintf(out, "reason       %s\n", str(task, "reason"));
 	fprintf(out, "reservation  %s\n", resv);
 	fprintf(out, "card         %s\n", card);
+	workload_text(out, json_object_get(task, "workload"));
+	const json_t *waiting = json_object_get(json_object_get(task, "pod"), "waiting");
+	if (json_is_object(waiting))
+		fprintf(out, "waiting      %s: %s\n", str(waiting, "reason"),
+			str(waiting, "message"));
 	const json_t *pending = json_object_get(task, "pending");
 	if (json_is_object(pending)) {
 		const json_t *d = json_object_get(pending, "diagnosis");

@@ -472,6 +472,20 @@ static void do_list(struct hreq *h, struct route *rt)
 
 /* ---- pod logs ---- */
 
+/* The waiting reason of a pod's container from its status (ContainerCreating without one). */
+static const char *waiting_reason(const json_t *pod, const char *cname)
+{
+	size_t i;
+	json_t *cs;
+	json_array_foreach(obj_path(pod, "status.containerStatuses"), i, cs)
+	{
+		const char *name = obj_str(cs, "name"), *r = obj_str(cs, "state.waiting.reason");
+		if (name && r && !strcmp(name, cname))
+			return r;
+	}
+	return "ContainerCreating";
+}
+
 static void do_log(struct hreq *h, struct route *rt)
 {
 	struct ks *ks = h->ks;
@@ -504,8 +518,8 @@ static void do_log(struct hreq *h, struct route *rt)
 	char path[PATH_MAX];
 	if (kubelet_log_path(ks->kubelet, pod, cname, path, sizeof path) < 0) {
 		reply_err(h, 400, "BadRequest",
-			  "container \"%s\" in pod \"%s\" is waiting to start: ContainerCreating",
-			  cname, rt->name);
+			  "container \"%s\" in pod \"%s\" is waiting to start: %s", cname,
+			  rt->name, waiting_reason(pod, cname));
 		return;
 	}
 	long tail = -1, limit = 0;
@@ -548,7 +562,8 @@ static void do_log(struct hreq *h, struct route *rt)
 		return;
 	}
 	if (follow)
-		logs_follow(ks->logs, h, path, size, from, len, rt->ns, rt->name, obj_uid(pod));
+		logs_follow(ks->logs, h, path, size, from, len, limit, rt->ns, rt->name,
+			    obj_uid(pod));
 	else
 		http_reply(h, 200, "text/plain", from, len);
 	gwb_free(buf);

@@ -5,6 +5,8 @@
  *
  *   container:  STARTING --started--> RUNNING --exit--> EXITED
  *               STARTING --exec failed--> EXITED (StartError)
+ *               WAITING (not allowed, or not creatable: CreateContainerError, nothing runs)
+ *                   --deleted or deadline--> EXITED (ContainerStatusUnknown, 137)
  *               RUNNING --deleted--> TERMINATING (SIGTERM) --grace over--> KILLED (SIGKILL)
  *
  * A stop asked of a STARTING container waits for its pid. A pod is not written while one of
@@ -53,12 +55,17 @@
 #define RESTART_BACKOFF_MAX_MS 300000
 /* Every pod with containers is visited at least this often (restart back-off). */
 #define FULL_PASS_MS 1000
-#define MAX_ARGS 64
+/* Arguments of a container (command[1..] and args) at most: more cannot be created. */
+#define MAX_ARGS 4096
+/* The worker image's program: a container whose command names it runs --worker. */
+#define WORKER_NAME "gwb-worker"
+/* Bytes of a CreateContainerError message at most (it names the allow list). */
+#define WHY_MAX 9000
 /* Exits of children whose start is not reported yet (one per start in flight at most, in
  * practice a handful); older entries are dropped first. */
 #define EARLY_EXITS 64
 
-enum cstate { C_STARTING, C_RUNNING, C_TERMINATING, C_EXITED };
+enum cstate { C_WAITING, C_STARTING, C_RUNNING, C_TERMINATING, C_EXITED };
 
 struct proc {
 	char uid[40];
@@ -68,6 +75,9 @@ struct proc {
 	enum cstate state;
 	int status;          /* waitpid status once EXITED */
 	int start_error;     /* exec failed: errno */
+	char *program;       /* what the last start ran (argv[0]) */
+	char *waiting;       /* WAITING: why the container cannot be created */
+	int never_ran;       /* EXITED straight from WAITING (stopped before it could run) */
 	int64_t started_ms, finished_ms;
 	int64_t kill_at_ms;  /* SIGKILL deadline while TERMINATING */
 	int sigkilled;
@@ -127,6 +137,7 @@ static void on_change(const struct store_event *ev, void *arg)
 static const char *cstate_name(enum cstate s)
 {
 	switch (s) {
+	case C_WAITING: return "waiting";
 	case C_STARTING: return "starting";
 	case C_RUNNING: return "running";
 	case C_TERMINATING: return "terminating";
@@ -148,6 +159,13 @@ static struct proc *find_proc(struct kubelet *k, const char *uid, const char *co
 		if (!strcmp(p->uid, uid) && !strcmp(p->container, container))
 			return p;
 	return NULL;
+}
+
+static void proc_free(struct proc *p)
+{
+	gwb_free(p->program);
+	gwb_free(p->waiting);
+	gwb_free(p);
 }
 
 static void proc_exited(struct kubelet *k, struct proc *p, int st)
@@ -264,7 +282,7 @@ void kubelet_free(struct kubelet *k)
 	while (k->procs) {
 		struct proc *p = k->procs;
 		k->procs = p->next;
-		gwb_free(p);
+		proc_free(p);
 	}
 	event_free(k->sigchld);
 	event_free(k->wake_ev);
@@ -286,7 +304,7 @@ int kubelet_running(const struct kubelet *k)
 {
 	int n = 0;
 	for (const struct proc *p = k->procs; p; p = p->next)
-		n += p->state != C_EXITED;
+		n += p->state != C_EXITED && p->state != C_WAITING;
 	return n;
 }
 
@@ -312,9 +330,9 @@ static json_t *pod_of(struct kubelet *k, const struct proc *p)
 }
 
 /* A start ended (on the loop, or from spawner_free): p leaves STARTING. */
-static void start_done(struct kubelet *k, struct proc *p, pid_t pid, int err, int64_t when,
-		       const char *worker)
+static void start_done(struct kubelet *k, struct proc *p, pid_t pid, int err, int64_t when)
 {
+	const char *program = p->program ? p->program : "";
 	p->pid = pid;
 	p->started_ms = when;
 	if (k->freeing) {
@@ -330,11 +348,11 @@ static void start_done(struct kubelet *k, struct proc *p, pid_t pid, int err, in
 		snprintf(log, sizeof log, "%s/%s.log", dir, p->container);
 		FILE *f = fopen(log, "a");
 		if (f) {
-			fprintf(f, "kubesim: exec %s: %s\n", worker, strerror(p->start_error));
+			fprintf(f, "kubesim: exec %s: %s\n", program, strerror(p->start_error));
 			fclose(f);
 		}
-		log_warn("kubelet", "start_failed", "pod=%s/%s container=%s worker=%s err=%s",
-			 p->ns, p->pod, p->container, log_q(worker), strerror(p->start_error));
+		log_warn("kubelet", "start_failed", "pod=%s/%s container=%s program=%s err=%s",
+			 p->ns, p->pod, p->container, log_q(program), strerror(p->start_error));
 	} else {
 		p->state = C_RUNNING;
 		log_info("kubelet", "container_started", "pod=%s/%s container=%s pid=%d", p->ns,
@@ -364,7 +382,7 @@ static void on_started(void *tag, pid_t pid, int err, int64_t started_ms, void *
 {
 	struct kubelet *k = arg;
 	k->starting--;
-	start_done(k, tag, pid, err, started_ms, k->ks->cfg.worker);
+	start_done(k, tag, pid, err, started_ms);
 	if (!k->starting)
 		k->nearly = 0; /* every start is reported: no kept exit can be one of theirs */
 	kubelet_wake(k);
@@ -385,41 +403,157 @@ static int container_nice(const json_t *ctr)
 	return spawner_nice_for_cpu(milli);
 }
 
+/* Whether the comma-separated list holds path exactly. */
+static int in_list(const char *list, const char *path)
+{
+	size_t len = strlen(path);
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+		if (n == len && !strncmp(p, path, n))
+			return 1;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/* The program container ctr runs: --worker when it has no command or its command names
+ * gwb-worker (the worker image's program) or --worker itself; else command[0] when it is an
+ * absolute path of --exec-allow. Returns NULL with why filled when the container cannot be
+ * created: nothing that is not allowed is ever run. */
+static const char *container_program(const struct kubelet *k, const json_t *ctr, char *why,
+				     size_t len)
+{
+	const struct ks_config *c = &k->ks->cfg;
+	json_t *cmd = json_object_get(ctr, "command");
+	if (!json_array_size(cmd))
+		return c->worker;
+	const char *cmd0 = json_string_value(json_array_get(cmd, 0));
+	const char *base = cmd0 ? strrchr(cmd0, '/') : NULL;
+	base = base ? base + 1 : cmd0;
+	if (cmd0 && (!strcmp(cmd0, c->worker) || !strcmp(base, WORKER_NAME)))
+		return c->worker;
+	if (cmd0 && cmd0[0] == '/' && in_list(c->exec_allow, cmd0))
+		return cmd0;
+	snprintf(why, len,
+		 "failed to create container: %s \"%s\" is not allowed on this node: its kubelet "
+		 "runs only absolute programs of its allow list [%s%s%s] (kubesim --exec-allow)",
+		 cmd0 && cmd0[0] == '/' ? "program" : "command[0]", cmd0 ? cmd0 : "(not a string)",
+		 c->worker, c->exec_allow[0] ? "," : "", c->exec_allow);
+	return NULL;
+}
+
+/* The argument vector of ctr (program, command[1..], args; NULL-terminated, the strings
+ * borrowed from ctr), or NULL with why filled. */
+static char **container_argv(const struct kubelet *k, const json_t *ctr, char *why, size_t len)
+{
+	const char *program = container_program(k, ctr, why, len);
+	if (!program)
+		return NULL;
+	json_t *cmd = json_object_get(ctr, "command"), *args = json_object_get(ctr, "args");
+	size_t ncmd = json_array_size(cmd), n = (ncmd ? ncmd - 1 : 0) + json_array_size(args);
+	if (n > MAX_ARGS) {
+		snprintf(why, len, "failed to create container: %zu arguments, more than %d", n,
+			 MAX_ARGS);
+		return NULL;
+	}
+	char **argv = gwb_calloc(n + 2, sizeof *argv);
+	size_t argc = 0, i;
+	argv[argc++] = (char *)program;
+	json_t *a;
+	json_array_foreach(cmd, i, a)
+	{
+		if (i > 0 && json_is_string(a))
+			argv[argc++] = (char *)json_string_value(a);
+	}
+	json_array_foreach(args, i, a)
+	{
+		if (json_is_string(a))
+			argv[argc++] = (char *)json_string_value(a);
+	}
+	argv[argc] = NULL;
+	return argv;
+}
+
+/* The container's workingDir when it has one (an existing absolute folder: the runtime
+ * enters it, it creates nothing on this host), else the pod folder in dir. Returns NULL with
+ * why filled when the workingDir cannot be entered. */
+static const char *container_dir(const json_t *ctr, const char *dir, char *why, size_t len)
+{
+	const char *wd = obj_str(ctr, "workingDir");
+	if (!wd || !wd[0])
+		return dir;
+	struct stat st;
+	int err = 0;
+	if (wd[0] != '/')
+		err = EINVAL;
+	else if (stat(wd, &st) < 0)
+		err = errno;
+	else if (!S_ISDIR(st.st_mode))
+		err = ENOTDIR;
+	if (!err)
+		return wd;
+	snprintf(why, len, "failed to create container: workingDir \"%s\": %s", wd,
+		 err == EINVAL ? "not an absolute path" : strerror(err));
+	return NULL;
+}
+
+/* The container cannot be created: it waits (CreateContainerError, as a kubelet reports it)
+ * and nothing runs; the pod stays Pending until it is deleted or its deadline passes. */
+static void container_waiting(struct kubelet *k, const json_t *pod, struct proc *p,
+			      const char *why, int first)
+{
+	p->state = C_WAITING;
+	p->pid = 0;
+	p->started_ms = clock_now_ms();
+	gwb_free(p->waiting);
+	p->waiting = gwb_strdup(why);
+	mark_key(k, p->ns, p->pod);
+	log_warn("kubelet", "create_container_error", "pod=%s/%s container=%s why=%s", p->ns,
+		 p->pod, p->container, log_q(why));
+	if (first) {
+		char msg[WHY_MAX + 16];
+		snprintf(msg, sizeof msg, "Error: %s", why);
+		events_record(k->ks, pod, "Warning", "Failed", msg, "kubelet");
+	}
+}
+
 /* Starts one container: on the spawner's thread when there is one (p is STARTING until its
- * report), else here. first: the pod's first start of it (the report records an Event). */
+ * report), else here; or leaves it WAITING when it cannot be created. first: the pod's first
+ * start of it (the report records an Event). */
 static void start_container(struct kubelet *k, const json_t *pod, const json_t *ctr,
 			    struct proc *p, int first)
 {
-	char dir[PATH_MAX], log[PATH_MAX + 80];
+	char dir[PATH_MAX], log[PATH_MAX + 80], why[WHY_MAX];
 	podenv_dir(k->ks->cfg.state_dir, obj_uid(pod), dir, sizeof dir);
 	podenv_mkdirs(dir);
 	podenv_write_downward(k->ks->cfg.state_dir, pod);
 	snprintf(log, sizeof log, "%s/%s.log", dir, p->container);
+	char **argv = container_argv(k, ctr, why, sizeof why);
+	const char *cwd = argv ? container_dir(ctr, dir, why, sizeof why) : NULL;
+	if (!cwd) {
+		gwb_free(argv);
+		container_waiting(k, pod, p, why, first);
+		return;
+	}
 	struct podenv_env env = { 0 };
 	podenv_env_build(k->ks->cfg.state_dir, pod, ctr, &env);
-	char *argv[MAX_ARGS + 2];
-	int argc = 0;
-	argv[argc++] = k->ks->cfg.worker;
-	size_t i;
-	json_t *a;
-	json_array_foreach(json_object_get(ctr, "args"), i, a)
-	{
-		if (argc < MAX_ARGS && json_is_string(a))
-			argv[argc++] = (char *)json_string_value(a);
-	}
-	argv[argc] = NULL;
+	gwb_free(p->program);
+	p->program = gwb_strdup(argv[0]);
 	p->state = C_STARTING;
 	p->pid = 0;
 	p->first_start = first;
 	p->stop_pending = 0;
 	if (k->spawner) {
 		k->starting++;
-		spawner_submit(k->spawner, p, dir, log, argv, env.v, container_nice(ctr));
+		spawner_submit(k->spawner, p, cwd, log, argv, env.v, container_nice(ctr));
 	} else {
 		int err;
-		pid_t pid = spawner_run(dir, log, argv, env.v, container_nice(ctr), &err);
-		start_done(k, p, pid, err, clock_now_ms(), argv[0]);
+		pid_t pid = spawner_run(cwd, log, argv, env.v, container_nice(ctr), &err);
+		start_done(k, p, pid, err, clock_now_ms());
 	}
+	gwb_free(argv);
 	podenv_env_free(&env);
 }
 
@@ -427,6 +561,8 @@ static void start_container(struct kubelet *k, const json_t *pod, const json_t *
 
 static int exit_code(const struct proc *p)
 {
+	if (p->never_ran)
+		return 137;
 	if (p->start_error)
 		return 128;
 	if (WIFEXITED(p->status))
@@ -436,12 +572,30 @@ static int exit_code(const struct proc *p)
 	return 1;
 }
 
+/* A container that never ran: waiting with its reason, or (stopped so) terminated with the
+ * status a kubelet gives a container it could not find when the pod ended. The image is
+ * recorded, never pulled. */
+static json_t *unstarted_status(const struct proc *p, const char *image)
+{
+	json_t *state = p->state == C_WAITING
+		? json_pack("{s:{s:s, s:s}}", "waiting", "reason", "CreateContainerError",
+			    "message", p->waiting ? p->waiting : "")
+		: json_pack("{s:{s:i, s:s, s:s}}", "terminated", "exitCode", exit_code(p),
+			    "reason", "ContainerStatusUnknown", "message",
+			    "The container could not be located when the pod was terminated");
+	return json_pack("{s:s, s:s, s:s, s:b, s:b, s:i, s:o, s:{}}", "name", p->container,
+			 "image", image, "imageID", "", "ready", 0, "started", 0, "restartCount",
+			 p->restarts, "state", state, "lastState");
+}
+
 static json_t *container_status(const struct proc *p, const json_t *ctr)
 {
 	char ts[32], fin[32], cid[64];
+	const char *image = obj_str(ctr, "image");
+	if (p->state == C_WAITING || p->never_ran)
+		return unstarted_status(p, image ? image : "");
 	clock_fmt_rfc3339(p->started_ms, ts, sizeof ts);
 	snprintf(cid, sizeof cid, "kubesim://%d", (int)(p->pid > 0 ? p->pid : 0));
-	const char *image = obj_str(ctr, "image");
 	json_t *state;
 	int running = p->state != C_EXITED;
 	if (running) {
@@ -475,7 +629,7 @@ static int write_status_why(struct kubelet *k, const json_t *pod, const char *re
 	json_t *nw = json_deep_copy(pod);
 	json_t *st = obj_child(nw, "status");
 	json_t *statuses = json_array();
-	int all_exited = 1, any_failed = 0, any = 0;
+	int all_exited = 1, any_failed = 0, any = 0, any_waiting = 0;
 	int64_t start = 0;
 	size_t i;
 	json_t *ctr;
@@ -488,6 +642,7 @@ static int write_status_why(struct kubelet *k, const json_t *pod, const char *re
 		if (!start || p->started_ms < start)
 			start = p->started_ms;
 		json_array_append_new(statuses, container_status(p, ctr));
+		any_waiting |= p->state == C_WAITING;
 		if (p->state != C_EXITED)
 			all_exited = 0;
 		else if (exit_code(p) != 0)
@@ -524,6 +679,13 @@ static int write_status_why(struct kubelet *k, const json_t *pod, const char *re
 		obj_set_condition(nw, "Initialized", "True", "PodCompleted", NULL, 0);
 		obj_set_condition(nw, "Ready", "False", "PodCompleted", NULL, 0);
 		obj_set_condition(nw, "ContainersReady", "False", "PodCompleted", NULL, 0);
+	} else if (any_waiting) {
+		/* A container that cannot be created keeps the pod Pending, as on a node. */
+		json_object_set_new(st, "phase", json_string("Pending"));
+		obj_set_condition(nw, "PodReadyToStartContainers", "True", NULL, NULL, 0);
+		obj_set_condition(nw, "Initialized", "True", NULL, NULL, 0);
+		obj_set_condition(nw, "Ready", "False", "ContainersNotReady", NULL, 0);
+		obj_set_condition(nw, "ContainersReady", "False", "ContainersNotReady", NULL, 0);
 	} else {
 		json_object_set_new(st, "phase", json_string("Running"));
 		obj_set_condition(nw, "PodReadyToStartContainers", "True", NULL, NULL, 0);
@@ -558,6 +720,14 @@ static void final_delete(struct kubelet *k, const json_t *pod)
 
 static void stop_proc(struct kubelet *k, struct proc *p, int64_t deadline_ms, const json_t *pod)
 {
+	if (p->state == C_WAITING) {
+		/* Nothing runs: the container is done at once. */
+		p->state = C_EXITED;
+		p->never_ran = 1;
+		p->finished_ms = clock_now_ms();
+		mark_key(k, p->ns, p->pod);
+		return;
+	}
 	if (p->state == C_STARTING) {
 		/* No pid yet: the start's report carries the stop out. */
 		if (!p->stop_pending || deadline_ms < p->kill_at_ms)
@@ -697,14 +867,15 @@ static int enforce_deadline(struct kubelet *k, const json_t *pod)
 	int all_exited = 1;
 	int64_t grace = obj_int(pod, "spec.terminationGracePeriodSeconds", 30);
 	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
-		if (p->state == C_RUNNING)
+		if (p->state == C_RUNNING || p->state == C_WAITING)
 			log_info("kubelet", "deadline_exceeded", "pod=%s/%s active_deadline_s=%lld",
 				 p->ns, p->pod, (long long)ads);
-		if (p->state != C_EXITED) {
-			all_exited = 0;
+		if (p->state != C_EXITED)
 			stop_proc(k, p, clock_now_ms() + grace * 1000, pod);
-		}
 	}
+	/* A container that never ran is done at once; the others once they exit. */
+	for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next)
+		all_exited &= p->state == C_EXITED;
 	if (all_exited) {
 		char msg[160];
 		snprintf(msg, sizeof msg, "the pod was active %lld s, its activeDeadlineSeconds",
@@ -740,9 +911,13 @@ static void sync_pod(struct kubelet *k, const json_t *pod)
 			int64_t deadline =
 				clock_now_ms() +
 				obj_int(pod, "metadata.deletionGracePeriodSeconds", 0) * 1000;
-			for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next)
+			all_exited = 1; /* a container that never ran is done at once */
+			for (struct proc *p = procs_of(k, obj_uid(pod)); p; p = p->uid_next) {
 				stop_proc(k, p, deadline, pod);
-			return;
+				all_exited &= p->state == C_EXITED;
+			}
+			if (!all_exited)
+				return;
 		}
 		write_status(k, pod);
 		json_t *cur = store_get(k->ks->store, RES_PODS, obj_ns(pod), obj_name(pod));
@@ -838,6 +1013,6 @@ void kubelet_sync(struct kubelet *k)
 		}
 		if (!procs_of(k, p->uid))
 			podenv_remove_dir(k->ks->cfg.state_dir, p->uid);
-		gwb_free(p);
+		proc_free(p);
 	}
 }

@@ -1,6 +1,8 @@
 /* The kubelet of every simulated node: runs each bound pod's containers as local processes
- * (the configured worker command with the pod's env, the koordlet GPU env of koordinator.md
- * §5.1 and a downward-API annotations file), reports phases and container states with exit
+ * (the worker, or a container's own program when --exec-allow lists it, with the container's
+ * env, args and workingDir, the koordlet GPU env of koordinator.md §5.1 and a downward-API
+ * annotations file; any other container waits with CreateContainerError and never runs),
+ * reports phases and container states with exit
  * codes, keeps logs for /log, performs graceful deletion (SIGTERM, SIGKILL after the grace
  * period, then the final delete), and reaps children from SIGCHLD. */
 #ifndef KUBESIM_KUBELET_H

@@ -17,7 +17,9 @@ struct ks_config {
 	int cards;               /* GPU cards per node */
 	int64_t card_memory;     /* bytes per card */
 	int card_core;           /* percent of compute per card (gpu-core total) */
-	char worker[PATH_MAX];   /* command the kubelet runs for every container */
+	char worker[PATH_MAX];   /* the worker: what a container without a command runs */
+	char exec_allow[8192];   /* comma-separated absolute programs the kubelet may run besides
+				  * the worker ("": the worker alone) */
 	char state_dir[PATH_MAX];
 	int state_is_temp;       /* created by us: removed at exit */
 	char control_socket[PATH_MAX]; /* optional Unix socket serving /_kubesim/ only */

@@ -4,7 +4,8 @@
  *   STREAMING --client closed--> GONE (evhttp detached the request; the reap ends it)
  *
  * A follower reads at most LOGS_CHUNK bytes per poll, so a chatty container cannot make one
- * turn of the loop long, and stops sending while more than cfg.watch_queue_max bytes wait. */
+ * turn of the loop long, and stops sending while more than cfg.watch_queue_max bytes wait.
+ * With limitBytes the stream ends once that many bytes were sent, initial ones included. */
 #include "tools/kubesim/logs.h"
 
 #include <event2/buffer.h>
@@ -33,6 +34,7 @@ struct follower {
 	char path[PATH_MAX];
 	char ns[256], pod[256], uid[40];
 	long off;
+	long left; /* bytes the stream may still send (limitBytes), or -1: no limit */
 	struct event *timer;
 	struct follower *next;
 };
@@ -114,23 +116,27 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
 			   f->l->ks->cfg.watch_queue_max)
 		return; /* the client is slow: wait for it */
 	int done = container_done(f);
+	size_t want = f->left >= 0 && f->left < LOGS_CHUNK ? (size_t)f->left : LOGS_CHUNK;
 	FILE *file = fopen(f->path, "rb");
 	size_t n = 0;
 	if (file) {
 		char *buf = gwb_malloc(LOGS_CHUNK);
 		fseek(file, f->off, SEEK_SET);
-		n = fread(buf, 1, LOGS_CHUNK, file);
+		n = fread(buf, 1, want, file);
 		fclose(file);
 		send_bytes(f, buf, n);
 		f->off += (long)n;
+		if (f->left >= 0)
+			f->left -= (long)n;
 		gwb_free(buf);
 	}
-	if (done && n < LOGS_CHUNK)
+	if ((done && n < want) || f->left == 0)
 		end_stream(f);
 }
 
 void logs_follow(struct logs *l, struct hreq *h, const char *path, long offset,
-		 const char *initial, size_t len, const char *ns, const char *pod, const char *uid)
+		 const char *initial, size_t len, long limit, const char *ns, const char *pod,
+		 const char *uid)
 {
 	if (l->open >= LOGS_MAX) {
 		struct kerr e = { 0 };
@@ -146,6 +152,9 @@ void logs_follow(struct logs *l, struct hreq *h, const char *path, long offset,
 	snprintf(f->pod, sizeof f->pod, "%s", pod);
 	snprintf(f->uid, sizeof f->uid, "%s", uid);
 	f->off = offset;
+	f->left = limit > 0 ? limit - (long)len : -1;
+	if (f->left < -1)
+		f->left = 0;
 	http_header_add(h, "Content-Type", "text/plain");
 	f->req = http_detach(h);
 	f->conn = evhttp_request_get_connection(f->req);
@@ -156,6 +165,10 @@ void logs_follow(struct logs *l, struct hreq *h, const char *path, long offset,
 	evhttp_send_reply_start(f->req, 200, "OK");
 	evhttp_connection_set_closecb(f->conn, close_cb, f);
 	send_bytes(f, initial, len);
+	if (f->left == 0) {
+		end_stream(f);
+		return;
+	}
 	f->timer = event_new(l->ks->base, -1, EV_PERSIST, poll_cb, f);
 	struct timeval tv = { 0, LOGS_POLL_MS * 1000 };
 	evtimer_add(f->timer, &tv);

@@ -16,9 +16,12 @@ struct logs *logs_new(struct ks *ks);
 /* Ends every stream and frees them. Accepts NULL. */
 void logs_free(struct logs *l);
 /* Answers h (taken) with initial (len bytes already selected by tail/limit options) and then
- * follows the file at path from offset, for the pod ns/name with that uid. */
+ * follows the file at path from offset, for the pod ns/name with that uid, until the
+ * container ended and the file is drained, or limit bytes (> 0; 0: no limit) were sent in
+ * all. */
 void logs_follow(struct logs *l, struct hreq *h, const char *path, long offset,
-		 const char *initial, size_t len, const char *ns, const char *pod, const char *uid);
+		 const char *initial, size_t len, long limit, const char *ns, const char *pod,
+		 const char *uid);
 /* Frees streams whose clients left or that ended (the safe point). */
 void logs_reap(struct logs *l);
 

@@ -66,7 +66,9 @@ static const struct opt opts[] = {
 	{ "card-memory", OPT_QTY, OFF(card_memory), 0, 1, 0, "8Gi", "memory per card" },
 	{ "card-core", OPT_INT, OFF(card_core), 0, 1, 100, "100", "gpu-core per card (percent)" },
 	{ "worker", OPT_STR, OFF(worker), SZ(worker), 0, 0, "bin/gwb-worker",
-	  "command the kubelet runs for every container" },
+	  "the worker: what a container without a command (or with gwb-worker's) runs" },
+	{ "exec-allow", OPT_STR, OFF(exec_allow), SZ(exec_allow), 0, 0, "",
+	  "PATH[,PATH...]: absolute programs a container's command may run besides the worker" },
 	{ "state-dir", OPT_STR, OFF(state_dir), SZ(state_dir), 0, 0, "",
 	  "folder for pod logs and annotation files (default: a temp dir, removed at exit)" },
 	{ "control-socket", OPT_STR, OFF(control_socket), SZ(control_socket), 0, 0, "",
@@ -182,6 +184,26 @@ static int set_opt(struct ks_config *c, const struct opt *o, const char *v, char
 	return -1;
 }
 
+/* --exec-allow: every entry an absolute path (the kubelet compares command[0] with them). */
+static int check_exec_allow(const char *list)
+{
+	const char *p = list;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		if (n == 0 || p[0] != '/') {
+			fprintf(stderr, "kubesim: --exec-allow: \"%.*s\" is not an absolute path\n",
+				(int)n, p);
+			return -1;
+		}
+		p += n;
+		if (*p == ',' && !*++p) {
+			fprintf(stderr, "kubesim: --exec-allow: empty entry at the end\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct ks_config *c)
 {
 	char err[300];
@@ -236,6 +258,8 @@ static int parse_args(int argc, char **argv, struct ks_config *c)
 				"MostAllocated\n", c->score_strategy);
 		return -1;
 	}
+	if (check_exec_allow(c->exec_allow) < 0)
+		return -1;
 	/* "<node>-N" must stay a DNS label-sized name. */
 	if (c->nodes > 1 && strlen(c->node) + 3 >= sizeof c->node) {
 		fprintf(stderr, "kubesim: --node is too long for --nodes %d\n", c->nodes);
@@ -420,9 +444,9 @@ int main(int argc, char **argv)
 	struct timeval tv = { 0, TICK_MS * 1000 };
 	evtimer_add(ks.tick_ev, &tv);
 	log_info("kubesim", "started",
-		 "url=%s node=%s nodes=%d cards=%d score=%s worker=%s state=%s", url, ks.cfg.node,
-		 ks.cfg.nodes, ks.cfg.cards, ks.cfg.score_strategy, log_q(ks.cfg.worker),
-		 log_q(ks.cfg.state_dir));
+		 "url=%s node=%s nodes=%d cards=%d score=%s worker=%s exec_allow=%s state=%s", url,
+		 ks.cfg.node, ks.cfg.nodes, ks.cfg.cards, ks.cfg.score_strategy,
+		 log_q(ks.cfg.worker), log_q(ks.cfg.exec_allow), log_q(ks.cfg.state_dir));
 	printf("kubesim listening on %s\n", url);
 	fflush(stdout);
 	ks_kick(&ks);

@@ -140,6 +140,18 @@ TEST(quantity_formats_decimal_canonically)
 	CHECK_STR(quantity_format_decimal(-3000, b, sizeof b), "-3k");
 }
 
+TEST(quantity_formats_milli_as_cpu)
+{
+	char buf[QUANTITY_BUF];
+	CHECK_STR(quantity_format_milli(500, buf, sizeof buf), "500m");
+	CHECK_STR(quantity_format_milli(1500, buf, sizeof buf), "1500m");
+	CHECK_STR(quantity_format_milli(2000, buf, sizeof buf), "2");
+	CHECK_STR(quantity_format_milli(1000000, buf, sizeof buf), "1k");
+	int64_t back = 0;
+	CHECK_INT(quantity_parse_milli(quantity_format_milli(250, buf, sizeof buf), &back), 0);
+	CHECK_INT(back, 250);
+}
+
 TEST(quantity_round_trips)
 {
 	const char *canon[] = {"1Gi", "1536Mi", "100", "0", "80Gi", "11520Mi", "3Ki", NULL};

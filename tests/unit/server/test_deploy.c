@@ -69,6 +69,7 @@ TEST(deploy_rbac_grants_what_the_reconciler_does)
 	verbs(role, "batch", "jobs", (const char *const[]){ "get", "list", "watch", "create",
 							    "patch", NULL });
 	verbs(role, "", "pods", (const char *const[]){ "get", "list", "watch", NULL });
+	verbs(role, "", "pods/log", (const char *const[]){ "get", NULL });
 	verbs(role, "", "events", (const char *const[]){ "list", "watch", NULL });
 	json_t *cr = find(docs, "ClusterRole", "gwb-server-read");
 	verbs(cr, "scheduling.koordinator.sh", "devices",
@@ -102,6 +103,17 @@ TEST(deploy_server_settings_are_real_settings)
 	}
 	CHECK(n >= 5);
 	CHECK(!config_env_known("GWB_NO_SUCH_THING"));
+	json_decref(docs);
+}
+
+TEST(deploy_task_namespace_enforces_the_restricted_profile)
+{
+	json_t *docs = load("deploy/gwb/00-namespaces.yaml");
+	json_t *labels = json_object_get(json_object_get(find(docs, "Namespace", "gpu-workbench"),
+							 "metadata"),
+					 "labels");
+	CHECK_STR(json_string_value(json_object_get(labels, "pod-security.kubernetes.io/enforce")),
+		  "restricted");
 	json_decref(docs);
 }
 

@@ -120,6 +120,14 @@ static int peer_handle(struct pconn *c, const char *method, const char *path)
 	c->waiting = 1;
 	if (++p->outstanding > p->max_outstanding)
 		p->max_outstanding = p->outstanding;
+	if (strstr(path, "/log?")) {
+		/* A Pod's log: text, ended by the close unless it hangs (a quiet follow). */
+		struct evbuffer *out = bufferevent_get_output(c->bev);
+		evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+					 "Connection: close\r\n\r\nline one\nline two\n");
+		c->close_written = !strstr(path, "hang");
+		return 0;
+	}
 	if (strstr(path, "watch=1")) {
 		struct evbuffer *out = bufferevent_get_output(c->bev);
 		evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -830,6 +838,94 @@ TEST(kube_silent_watch_ends_unknown_after_its_idle_time)
 	CHECK_INT(s.events, 0);
 	CHECK_INT(s.ends, 1);
 	CHECK_INT(s.outcome, KUBE_UNKNOWN);
+	fixture_stop(&f);
+}
+
+/* ---- text streams ---- */
+
+struct stream_seen {
+	char text[256];
+	int calls, ends, in_call;
+	enum kube_outcome outcome;
+};
+
+static void on_bytes(void *arg, const char *data, size_t len)
+{
+	struct stream_seen *s = arg;
+	size_t have = strlen(s->text);
+	snprintf(s->text + have, sizeof s->text - have, "%.*s", (int)len, data);
+	s->calls++;
+	s->in_call |= in_call;
+}
+
+static void on_stream_end(void *arg, const struct kube_result *res)
+{
+	struct stream_seen *s = arg;
+	s->ends++;
+	s->in_call |= in_call;
+	s->outcome = res->outcome;
+	ended++;
+}
+
+TEST(kube_stream_delivers_the_bytes_then_ends_once)
+{
+	for (int lr = 0; lr < 2; lr++) {
+		struct fixture f;
+		fixture_start(&f);
+		struct stream_seen s;
+		memset(&s, 0, sizeof s);
+		in_call = 1;
+		long id = kube_stream(f.k, "/api/v1/namespaces/ns/pods/p/log?tailLines=2", lr, 5000,
+				      4096, on_bytes, on_stream_end, &s);
+		in_call = 0;
+		CHECK(id > 0);
+		CHECK_INT(s.calls + s.ends, 0);
+		run_until(f.base, &ended, 1, 5000, 200);
+		CHECK_STR(s.text, "line one\nline two\n");
+		CHECK(s.calls >= 1);
+		CHECK_INT(s.ends, 1);
+		CHECK_INT(s.outcome, KUBE_OK);
+		CHECK(!s.in_call);
+		CHECKF(strstr(f.peer.log[0], "/log?tailLines=2") != NULL, "%s", f.peer.log[0]);
+		fixture_stop(&f);
+	}
+}
+
+/* Followed streams have slots of their own: when they are all open one more is refused at
+ * once, and requests still go out under max_inflight as if there were none. */
+TEST(kube_long_running_streams_have_their_own_slots)
+{
+	struct fixture f;
+	fixture_start(&f);
+	kube_set_flow(f.k, 1, 1000, 1000);
+	static struct stream_seen s[KUBE_STREAM_SLOTS];
+	long ids[KUBE_STREAM_SLOTS];
+	memset(s, 0, sizeof s);
+	for (int i = 0; i < KUBE_STREAM_SLOTS; i++) {
+		ids[i] = kube_stream(f.k, "/api/v1/namespaces/ns/pods/p/log?follow=true&hang", 1,
+				     5000, 4096, on_bytes, on_stream_end, &s[i]);
+		CHECKF(ids[i] > 0, "stream %d: %ld", i, ids[i]);
+	}
+	struct stream_seen extra;
+	memset(&extra, 0, sizeof extra);
+	CHECK(kube_stream(f.k, "/api/v1/namespaces/ns/pods/p/log?follow=true&hang", 1, 5000, 4096,
+			  on_bytes, on_stream_end, &extra) < 0);
+	CHECK_INT(kube_room(f.k), kube_window(f.k));
+	struct call c;
+	request(f.k, "GET", CM "/a", NULL, 5000, &c);
+	run_until(f.base, &ended, 1, 5000, 100);
+	check_once(&c, "a request beside the streams");
+	CHECK_INT(c.outcome, KUBE_OK);
+	int bytes = 0;
+	for (int i = 0; i < KUBE_STREAM_SLOTS; i++)
+		bytes += strcmp(s[i].text, "line one\nline two\n") == 0;
+	CHECK_INT(bytes, KUBE_STREAM_SLOTS);
+	/* A cancelled one gives its slot back, and never reports. */
+	kube_cancel(f.k, ids[0]);
+	run_until(f.base, &ended, 1, 0, 100);
+	CHECK(kube_stream(f.k, "/api/v1/namespaces/ns/pods/p/log?follow=true&hang", 1, 5000, 4096,
+			  on_bytes, on_stream_end, &extra) > 0);
+	CHECK_INT(s[0].ends, 0);
 	fixture_stop(&f);
 }
 

@@ -16,6 +16,8 @@
  * - 15 on version 14: the outbox keeps the create intents written before it, published or
  *   not, the intent cursor starts at the last task, and only the tasks made since are their
  *   own create intents;
+ * - 16 on version 15: the tasks there run the simulated worker (no workload, no waiting
+ *   reason), the teams allow no image; a new task keeps its workload, a team its policy;
  * - a migration that would leave a reference broken is not committed. */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -227,7 +229,7 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	 * read after the outbox's rows. */
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 100, 100, NULL, 1, &created), 0);
-	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal", STORE_ON_FULL_DEFAULT };
+	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	int64_t late = store_task_id_seq(res.task_id);
@@ -315,7 +317,7 @@ TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_la
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 1);
 	/* A new task is its own create intent, after the outbox's row. */
-	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal", STORE_ON_FULL_DEFAULT };
+	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	char want[64];
@@ -333,6 +335,53 @@ TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_la
 	CHECKF(strstr(p, "SEARCH t USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)") != NULL, "%s",
 	       p);
 	sqlite3_close(h);
+}
+
+TEST(store_migration_16_leaves_old_tasks_to_the_worker_and_keeps_new_workloads)
+{
+	const char *db = h_path("v15.db");
+	sqlite3 *h = at_version(db, 15);
+	char a[16], sql[1024];
+	store_task_id_encode(1, a);
+	snprintf(sql, sizeof sql,
+		 "INSERT INTO teams (name, quota_mem_mib, quota_core_pct, created_at, updated_at)"
+		 "  VALUES ('alpha', 100, 100, 1, 1);"
+		 "INSERT INTO tasks (seq, " TASK_MIN ") VALUES (1, '%s', 'alpha', 'pending'"
+		 TASK_REST ");",
+		 a);
+	exec(h, sql);
+	sqlite3_close(h);
+
+	struct store *s = open_migrated(db);
+	struct task *t = gwb_malloc(sizeof *t);
+	CHECK_INT(store_task_load(s, a, t), 0);
+	CHECK_STR(t->workload, "");
+	CHECK_STR(t->waiting_reason, "");
+	struct team_policy pol;
+	CHECK_INT(store_team_policy(s, "alpha", &pol), 0);
+	CHECK_INT(json_array_size(pol.allowed_images), 0);
+	CHECK_INT(pol.cpu_max, 0);
+	json_decref(pol.allowed_images);
+	/* A policy and a workload written now are read back as written. */
+	json_t *imgs = json_pack("[s]", "busybox");
+	struct team_policy set = { imgs, 500, 2000, 1 << 20, 1 << 30 };
+	int created = 1;
+	CHECK_INT(store_team_put_policy(s, "alpha", 100, 100, NULL, &set, 5, &created), 0);
+	CHECK_INT(created, 0);
+	json_decref(imgs);
+	CHECK_INT(store_team_policy(s, "alpha", &pol), 0);
+	CHECK_STR(json_string_value(json_array_get(pol.allowed_images, 0)), "busybox");
+	CHECK_INT(pol.cpu_default, 500);
+	CHECK_INT(pol.memory_max, 1 << 30);
+	json_decref(pol.allowed_images);
+	struct task_req q = { "alpha", "wl", 1, 1, 1, 60, "LS", "normal",
+			      "{\"cpu\":\"1\",\"image\":\"busybox\",\"memory\":\"1Gi\"}",
+			      STORE_ON_FULL_DEFAULT };
+	struct submit_result res;
+	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
+	CHECK_INT(store_task_load(s, res.task_id, t), 0);
+	CHECK_STR(t->workload, q.workload);
+	gwb_free(t);
 }
 
 /* Every column of every task row, and of every reservation, as one text. */
@@ -685,7 +734,7 @@ TEST(store_new_file_has_small_pages_an_old_one_keeps_its_own)
 	t_defer(close_store, s);
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 1000, 100, NULL, 1, &created), 0);
-	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal", STORE_ON_FULL_DEFAULT };
+	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK(sqlite3_open(old, &h) == SQLITE_OK);

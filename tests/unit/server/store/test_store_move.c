@@ -34,7 +34,7 @@ static struct store *one_task(const char *name, struct task *t)
 	t_defer(close_store, s);
 	int created;
 	CHECK_INT(store_team_put(s, "alpha", 10240, 400, NULL, 1000, &created), 0);
-	struct task_req q = { "alpha", "t", 1024, 25, 1, 60, "LS", "normal", STORE_ON_FULL_DEFAULT };
+	struct task_req q = { "alpha", "t", 1024, 25, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result r;
 	CHECK_INT(store_task_submit(s, &q, NULL, "x", 1000, 1000, &r), 0);
 	CHECK_INT(store_task_load(s, r.task_id, t), 0);
