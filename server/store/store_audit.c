@@ -155,7 +155,8 @@ int store_audit_repair(struct store *s, int64_t now_ms, store_audit_team_fn fn, 
 			json_integer_value(json_array_get(row, 3)),
 			json_integer_value(json_array_get(row, 4)),
 		};
-		if ((rc = repair_one(s, &t, now_ms)))
+		/* A repair that lowers the reserved totals gives quota back: the line may move. */
+		if ((rc = repair_one(s, &t, now_ms)) || (rc = store_queue_admit(s, t.team, now_ms)))
 			goto out;
 		if (fn)
 			fn(arg, &t);

@@ -4,6 +4,7 @@
  * restart that keeps it, and the predicted admission against the actual one. The file is read
  * directly, never through the code under test, for what the API does not show. */
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -696,4 +697,37 @@ TEST_T(queue_pending_diagnosis_predicts_the_bind, 120)
 	 * follows at the scheduler's next pass, which the replay does not model: within 2 s. */
 	CHECKF(err > -1000 && err < 2000, "bound %lld ms from the prediction", err);
 	h_server_stop(&st.srv);
+}
+
+/* Writes sql into the stopped server's file (a drift the audit finds). */
+static void tamper(const char *db, const char *q)
+{
+	sqlite3 *h;
+	CHECK_INT(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	char *err = NULL;
+	int rc = sqlite3_exec(h, q, NULL, NULL, &err);
+	CHECKF(rc == SQLITE_OK, "%s: %s", q, err ? err : "?");
+	sqlite3_close(h);
+}
+
+TEST(queue_an_audit_repair_that_gives_quota_back_moves_the_line)
+{
+	struct h_server s;
+	start(&s, 2048, 400);
+	char a[32], w[32];
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, NULL, a), 201);
+	h_server_stop(&s);
+	/* The team's total holds 1024 more than its tasks do: it looks full. */
+	tamper(s.db, "UPDATE teams SET reserved_mem_mib = 2048 WHERE name = 'alpha'");
+	h_server_start(&s);
+	CHECK_INT(submit_task(s.proc.url, 1024, 60, "wait", w), 201);
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'waiting'", w), 1);
+	struct h_resp r;
+	h_req(&r, "POST", s.proc.url, "/v1/audit/repair", ADMIN, NULL, NULL);
+	CHECKF(r.status == 200, "repair: %ld %s", r.status, r.body);
+	h_resp_free(&r);
+	/* The repair gave 1024 back, and the line took it in the same transaction. */
+	CHECK_INT(sql(&s, "SELECT count(*) FROM tasks WHERE id = '%s' AND state = 'queued'", w), 1);
+	CHECK_INT(reserved_mem(s.proc.url), 2048);
+	h_server_stop(&s);
 }
