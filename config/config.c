@@ -177,6 +177,10 @@ static const struct setting settings[] = {
 	  0, 600000, NULL, NULL,
 	  "the built-in intent handler holds each intent this long before recording it (to watch "
 	  "intents in flight; 0 = none)" },
+	{ "queue.max_skip_seconds", "GWB_QUEUE_MAX_SKIP_SECONDS", INT(queue_max_skip_seconds), "300",
+	  0, 86400, NULL, NULL,
+	  "a best_effort team's waiting tasks may pass the head of its line until the head has "
+	  "waited this long; then the line is strict until the head is admitted" },
 	{ "stream.max_clients", "GWB_STREAM_MAX_CLIENTS", INT(stream_max_clients), "64", 0, 10000,
 	  NULL, NULL, "open GET /v1/stream connections at most (more get 503; 0: no stream)" },
 	{ "stream.max_buffer_bytes", "GWB_STREAM_MAX_BUFFER_BYTES", INT(stream_max_buffer_bytes),

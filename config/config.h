@@ -61,6 +61,7 @@ struct gwb_config {
 	int64_t queue_stream_maxlen;        /* approximate trim length of the stream */
 	int64_t queue_block_ms;             /* BLOCK time of one read of new entries */
 	int64_t queue_handler_delay_ms;     /* the built-in intent handler waits this long */
+	int64_t queue_max_skip_seconds;     /* a best_effort line's head may be passed this long */
 	int64_t stream_max_clients;         /* open GET /v1/stream connections at most */
 	int64_t stream_max_buffer_bytes;    /* unsent bytes one stream may hold before it is dropped */
 	int64_t stream_poll_ms;             /* how often the streams read new task events */

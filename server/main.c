@@ -209,6 +209,8 @@ static void bind_intents(struct server *srv)
 	} else {
 		srv->api.task_changed = on_task_changed;
 		srv->api.task_changed_arg = srv;
+		/* A task a line admits goes to the reconciler the same way. */
+		store_queue_on_admit(srv->store, on_task_changed, srv);
 	}
 }
 
@@ -247,6 +249,7 @@ static int server_run(struct server *srv)
 	}
 	/* PASSIVE checkpoints on a thread of their own (server/store/store_ckpt.c); without it the
 	 * housekeeping timer runs them on the loop, as the WAL's bound always does. */
+	store_queue_configure(srv->store, cfg->queue_max_skip_seconds * 1000);
 	int rc = store_ckpt_start(srv->store);
 	if (rc == 0) {
 		srv->ckpt_ev = event_new(srv->base, store_ckpt_fd(srv->store),

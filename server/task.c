@@ -144,8 +144,9 @@ int task_cancel(const struct task *t, struct task_move *m)
 {
 	if (!task_state_is(t->state, TASK_CANCELLABLE))
 		return 0;
-	m->to = TASK_CANCELLING;
-	m->reason = TASK_REASON_KEEP;
+	int waiting = t->state == TASK_WAITING;
+	m->to = waiting ? TASK_CANCELLED : TASK_CANCELLING;
+	m->reason = waiting ? TASK_REASON_CANCELLED : TASK_REASON_KEEP;
 	m->event = TASK_EVENT_CANCEL;
 	m->detail = NULL;
 	return 1;

@@ -23,6 +23,9 @@
 #define TASK_KIND_LIVE (TASK_ACTIVE | TASK_HOLDS_QUOTA | TASK_CANCELLABLE)
 #define TASK_KIND_STOPPING (TASK_ACTIVE | TASK_HOLDS_QUOTA)
 #define TASK_KIND_ENDED (TASK_FINAL | TASK_AWAITS_RELEASE)
+/* Waiting for its team's quota: neither active (no Job, nothing for the reconciler) nor
+ * holding quota, but cancellable and not final. */
+#define TASK_KIND_WAITING TASK_CANCELLABLE
 
 #define TASK_TO(s) (1u << TASK_##s)
 
@@ -42,7 +45,9 @@
  * - creating -> failed: the API refused the Job.
  * - every state not final and not cancelling -> cancelling: the durable cancel request.
  * - cancelling -> cancelled: only the release, on proof that every Pod stopped.
- * - a final state: then only the release, once (TASK_AWAITS_RELEASE). */
+ * - a final state: then only the release, once (TASK_AWAITS_RELEASE).
+ * - waiting -> queued: admitted when its team's quota holds it (server/store/store_queue.c);
+ *   waiting -> cancelled: a cancel, at once (nothing is held, nothing to stop). */
 #define TASK_STATES(X)                                                                         \
 	X(QUEUED, "queued", LIVE,                                                              \
 	  TASK_TO(CREATING) | TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) |         \
@@ -62,7 +67,8 @@
 	X(CANCELLED, "cancelled", ENDED, 0u)                                                   \
 	X(UNKNOWN, "unknown", LIVE,                                                            \
 	  TASK_TO(PENDING) | TASK_TO(RUNNING) | TASK_TO(SUCCEEDED) | TASK_TO(FAILED) |           \
-		  TASK_TO(CANCELLING))
+		  TASK_TO(CANCELLING))                                                         \
+	X(WAITING, "waiting", WAITING, TASK_TO(QUEUED) | TASK_TO(CANCELLED))
 
 enum task_state {
 #define TASK_STATE_ENUM(id, name, kind, next) TASK_##id,
@@ -143,7 +149,9 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(INT, reserved_core_percent, "t", "reserved_gpu_core_percent", 0, REQ) \
 	X(BOOL, released, "t", "released", 0, RO)                             \
 	X(OPT, released_at, "t", "released_at", 0, RO)                        \
-	X(TEXT, release_reason, "t", "release_reason", 64, RO)
+	X(TEXT, release_reason, "t", "release_reason", 64, RO)                \
+	X(OPT, admitted_at, "t", "admitted_at", 0, RO)                        \
+	X(OPT, predicted_admit_at, "t", "predicted_admit_at", 0, RO)
 
 #define TASK_FIELD_TEXT(f, size) char f[size];
 #define TASK_FIELD_INT(f, size) int64_t f;
@@ -222,14 +230,16 @@ int task_reason_is(const char *text, enum task_reason r);
 /* What proves that a task's Pods stopped, so that its reservation may be released (the
  * release's reason, stored as it is): its Job finished, was suspended with the suspension
  * processed (a cancel), was observed gone, or vanished with a replaced cluster whose Pod's
- * deadline has passed. NONE: nothing proves it (yet). */
+ * deadline has passed, or was cancelled while waiting, never admitted (nothing held, nothing
+ * to stop). NONE: nothing proves it (yet). */
 #define TASK_PROOFS(X)                                  \
 	X(NONE, "")                                     \
 	X(JOB_COMPLETE, "job_complete")                 \
 	X(JOB_FAILED, "job_failed")                     \
 	X(JOB_SUSPENDED, "job_suspended")               \
 	X(JOB_GONE, "job_gone")                         \
-	X(POD_DEADLINE_PASSED, "pod_deadline_passed")
+	X(POD_DEADLINE_PASSED, "pod_deadline_passed")         \
+	X(NEVER_ADMITTED, "never_admitted")
 
 enum task_proof {
 #define TASK_PROOF_ENUM(id, text) TASK_PROOF_##id,
@@ -242,11 +252,12 @@ const char *task_proof_name(enum task_proof p);
 
 /* The events a move is recorded with in the task's history (their type): an observation or
  * a decision of the reconciler's, an intent received by the queue's built-in handler, the
- * durable cancel request. */
+ * durable cancel request, a waiting task admitted by its team's quota. */
 #define TASK_EVENTS(X)                                  \
 	X(STATE, "state")                               \
 	X(INTENT, "intent_received")                    \
-	X(CANCEL, "cancel_requested")
+	X(CANCEL, "cancel_requested")                   \
+	X(ADMITTED, "admitted")
 
 enum task_event_type {
 #define TASK_EVENT_ENUM(id, text) TASK_EVENT_##id,
@@ -277,7 +288,8 @@ struct task_move task_stay(const struct task *t);
 int task_take(const struct task *t, enum task_event_type event, const struct json_t *detail,
 	      struct task_move *m);
 /* The cancel request: a cancellable task (TASK_CANCELLABLE) moves to cancelling, recorded as
- * TASK_EVENT_CANCEL. Returns 1 and fills *m; 0 when t is not cancellable (m untouched). */
+ * TASK_EVENT_CANCEL (a waiting one straight to cancelled: it holds nothing and has no Job).
+ * Returns 1 and fills *m; 0 when t is not cancellable (m untouched). */
 int task_cancel(const struct task *t, struct task_move *m);
 
 /* 1 when a cancel was asked for the task (it is cancelling, or was cancelled on request). */

@@ -93,6 +93,15 @@ int api_task_view_write_new(const struct task *t, struct jw *w);
 /* How many views api_task_view_write_new wrote from its template (for the tests). */
 uint64_t api_task_view_template_uses(void);
 
+/* Waiting for quota (server/api/api_queue.c): a waiting task's view with its place in the
+ * line, the line of a team, the line's /metrics. */
+void api_task_reply_waiting(struct req *r, int status, const struct task *t);
+/* A dry run's "queue": null when the task would not wait, else its place at the line's end. */
+json_t *api_queue_dry_run(struct req *r, const struct task_req *q, int fits);
+void api_team_queue(struct req *r, const char *team);
+struct evbuffer;
+void api_queue_metrics(struct store *s, struct evbuffer *out);
+
 /* API handlers: each answers r exactly once. */
 void api_tasks_submit(struct req *r);
 /* Frees the submission contexts kept for reuse (http_stop). */

@@ -121,6 +121,7 @@ void api_metrics(struct req *r)
 	}
 	if (api->metrics)
 		api->metrics(api->metrics_arg, b);
+	api_queue_metrics(api->store, b);
 	http_lines(b, api);
 	wal_lines(b, api->store);
 	prom_gauge(b, "gwb_alloc_bytes", NULL, (int64_t)gwb_alloc_bytes());

@@ -153,11 +153,12 @@ static void pump_teams(struct stream *s, struct evbuffer *out, json_t *teams)
 		const char *name = json_string_value(json_object_get(t, "team"));
 		if (!name || (s->team[0] && strcmp(name, s->team) != 0))
 			continue;
-		json_t *d = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?}", "team", name, "quota",
+		json_t *d = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?, s:O?}", "team", name, "quota",
 				      json_object_get(t, "quota"), "reserved",
 				      json_object_get(t, "reserved"), "available",
 				      json_object_get(t, "available"), "active_tasks",
-				      json_object_get(t, "active_tasks"));
+				      json_object_get(t, "active_tasks"), "waiting_tasks",
+				      json_object_get(t, "waiting_tasks"));
 		char key[96];
 		snprintf(key, sizeof key, "team/%s", name);
 		send_if_changed(s, out, key, "team", d);

@@ -32,7 +32,8 @@
 #define LIST_LIMIT_DEFAULT 50
 
 /* A submission's fields, in the order of submit_fields. */
-enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_WORKLOAD, F_N };
+enum { F_TEAM, F_NAME, F_MEM, F_CORE, F_COUNT, F_DURATION, F_QOS, F_EXPERIMENT, F_WORKLOAD,
+       F_ON_FULL, F_N };
 static const char *const submit_fields[F_N + 1] = {
 	[F_TEAM] = "team",
 	[F_NAME] = "name",
@@ -43,10 +44,12 @@ static const char *const submit_fields[F_N + 1] = {
 	[F_QOS] = "qos",
 	[F_EXPERIMENT] = "experiment",
 	[F_WORKLOAD] = "workload",
+	[F_ON_FULL] = "on_quota_full",
 	[F_N] = NULL,
 };
 static const char *const qos_values[] = { "LS", "BE", NULL };
 static const char *const experiment_values[] = { "normal", "overlimit", NULL };
+static const char *const on_full_values[] = { "refuse", "wait", NULL };
 
 void api_task_changed(const struct api_ctx *api, const char *task_id)
 {
@@ -118,6 +121,7 @@ static int submission_fields(struct req *r, struct jx_val v[F_N], json_t **body)
 static int parse_submission(struct req *r, const struct jx_val v[F_N], struct task_req *req)
 {
 	struct jx_err e;
+	const char *on_full = NULL;
 	if (jx_str_val(&v[F_TEAM], "team", 1, NULL, 1, TEAM_MAX_BYTES, &req->team, &e) ||
 	    jx_str_val(&v[F_NAME], "name", 0, "task", 1, NAME_MAX_BYTES, &req->name, &e) ||
 	    jx_int_val(&v[F_MEM], "gpu_memory_mib", 1, 0, 1, MEM_MIB_MAX, &req->gpu_memory_mib,
@@ -129,10 +133,15 @@ static int parse_submission(struct req *r, const struct jx_val v[F_N], struct ta
 		       &req->duration_seconds, &e) ||
 	    jx_enum_val(&v[F_QOS], "qos", 0, qos_values, "LS", &req->qos, &e) ||
 	    jx_enum_val(&v[F_EXPERIMENT], "experiment", 0, experiment_values, "normal",
-			&req->experiment, &e)) {
+			&req->experiment, &e) ||
+	    jx_enum_val(&v[F_ON_FULL], "on_quota_full", 0, on_full_values, NULL, &on_full, &e)) {
 		http_reply_invalid_field(r, e.field, e.rule);
 		return -1;
 	}
+	/* Absent: the team's default_on_quota_full, decided by the store. */
+	req->on_quota_full = !on_full			 ? STORE_ON_FULL_DEFAULT
+			     : strcmp(on_full, "wait") == 0 ? STORE_ON_FULL_WAIT
+							    : STORE_ON_FULL_REFUSE;
 	if (!api_valid_team(req->team)) {
 		http_reply_invalid_field(r, "team",
 					 "must be a DNS label: lowercase letters, digits and '-'");
@@ -146,7 +155,9 @@ static int parse_submission(struct req *r, const struct jx_val v[F_N], struct ta
 }
 
 /* SHA-256 (hex) of the canonical parameters: defaults applied, keys sorted, compact. Two
- * bodies that mean the same submission get the same fingerprint. */
+ * bodies that mean the same submission get the same fingerprint. on_quota_full is in it when
+ * the body gives it (absent, it means the team's default, and keys recorded before it existed
+ * keep matching). */
 static void fingerprint(const struct task_req *q, const char *workload, char out[65])
 {
 	/* The SHA-256 of the parameters as jx_dump writes them (compact, keys sorted), written
@@ -162,6 +173,9 @@ static void fingerprint(const struct task_req *q, const char *workload, char out
 		jw_member_int(&w, "gpu_count", q->gpu_count);
 		jw_member_int(&w, "gpu_memory_mib", q->gpu_memory_mib);
 		jw_member_str(&w, "name", q->name);
+		if (q->on_quota_full != STORE_ON_FULL_DEFAULT)
+			jw_member_str(&w, "on_quota_full",
+				      q->on_quota_full == STORE_ON_FULL_WAIT ? "wait" : "refuse");
 		jw_member_str(&w, "qos", q->qos);
 		jw_member_str(&w, "team", q->team);
 		if (workload) { /* canonical already: the submitted workload, keys sorted */
@@ -245,6 +259,10 @@ static void reply_view(struct req *r, int status, const struct task *t)
 {
 	struct jw w;
 	jw_init(&w);
+	if (t->state == TASK_WAITING) {
+		jw_free(&w);
+		return api_task_reply_waiting(r, status, t);
+	}
 	if (api_task_view_write(t, 1, &w) == 0) {
 		http_reply_json_text(r, status, w.buf, w.len);
 		jw_free(&w);
@@ -341,7 +359,12 @@ static void dry_run(struct req *r, const struct task_req *q)
 	const char *strategy = r->api->cfg->predict_strategy;
 	json_t *basis = json_pack("{s:b, s:s}", "picture_fresh", 0, "strategy", strategy);
 	json_t *placement = json_null();
-	if (v.admitted && r->api->recon) {
+	json_t *line = api_queue_dry_run(r, q, v.admitted);
+	if (!json_is_null(line)) {
+		/* It would wait in its team's line: no placement before its admission. */
+		json_object_set_new(basis, "note", json_string("the task would wait for its "
+							       "team's quota (see queue)"));
+	} else if (v.admitted && r->api->recon) {
 		struct diag_req dr = { "(dry run)", q->gpu_memory_mib, q->gpu_core_percent,
 				       q->gpu_count, u.reserved_mem, u.quota_mem,
 				       u.reserved_core, u.quota_core };
@@ -357,8 +380,8 @@ static void dry_run(struct req *r, const struct task_req *q)
 		json_object_set_new(basis, "note",
 				    json_string("no Kubernetes API is configured: no placement"));
 	}
-	http_reply_json(r, 200, json_pack("{s:b, s:o, s:o, s:o}", "dry_run", 1, "quota", quota,
-					  "placement", placement, "basis", basis));
+	http_reply_json(r, 200, json_pack("{s:b, s:o, s:o, s:o, s:o}", "dry_run", 1, "quota", quota,
+					  "placement", placement, "basis", basis, "queue", line));
 }
 
 /* A submission waiting for the group commit: its request (q's team and name are the copies
@@ -399,8 +422,8 @@ static void submit_decide(struct req *r, void *arg)
 static void submit_prepare(void *arg)
 {
 	struct submit_ctx *c = arg;
-	if (c->rc || c->res.replayed || c->view_ready)
-		return;
+	if (c->rc || c->res.replayed || c->view_ready || c->row->state == TASK_WAITING)
+		return; /* a waiting task's view has its place in the line, read once committed */
 	jw_reset(&c->view);
 	c->view_ready = api_task_view_write_new(c->row, &c->view) == 0;
 }

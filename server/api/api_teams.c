@@ -146,7 +146,10 @@ static int valid_token(const char *t)
 void api_team_put(struct req *r, const char *team)
 {
 	static const char *const fields[] = { "gpu_memory_mib", "gpu_core_percent", "token",
-					      "workload_policy", NULL };
+					      "workload_policy", "default_on_quota_full", "queueing",
+					      NULL };
+	static const char *const on_full_values[] = { "refuse", "wait", NULL };
+	static const char *const queueing_values[] = { "strict", "best_effort", NULL };
 	if (!r->is_admin)
 		return http_reply_error(r, 403, "forbidden", "only the administrator sets quotas",
 					NULL);
@@ -158,8 +161,10 @@ void api_team_put(struct req *r, const char *team)
 		return;
 	struct jx_err e;
 	int64_t mem, core;
-	const char *token;
+	const char *token, *on_full, *queueing;
 	if (jx_only_keys(body, fields, &e) ||
+	    jx_enum(body, "default_on_quota_full", 0, on_full_values, NULL, &on_full, &e) ||
+	    jx_enum(body, "queueing", 0, queueing_values, NULL, &queueing, &e) ||
 	    jx_int(body, "gpu_memory_mib", 1, 0, 0, QUOTA_MEM_MAX, &mem, &e) ||
 	    jx_int(body, "gpu_core_percent", 1, 0, 0, QUOTA_CORE_MAX, &core, &e) ||
 	    jx_str(body, "token", 0, NULL, TOKEN_MIN, TOKEN_MAX, &token, &e)) {
@@ -191,6 +196,9 @@ void api_team_put(struct req *r, const char *team)
 				 json_pack("{s:s}", "field", "token"));
 		goto out;
 	}
+	/* The line's settings (store_queue.c), then whatever the line now holds. */
+	if (!rc && (on_full || queueing))
+		rc = store_team_queue_put(r->api->store, team, on_full, queueing, clock_now_ms());
 	if (rc) { /* busy, a storage fault (503 with Retry-After), or 500 */
 		http_reply_store_error(r, rc, "the team could not be stored");
 		goto out;

@@ -107,6 +107,11 @@ static void route_v1(struct req *r)
 				return api_team_put(r, r->segs[2]);
 			return method_not_allowed(r, "GET, HEAD, PUT");
 		}
+		if (r->nsegs == 4 && seg_is(r, 3, "queue")) {
+			if (get)
+				return api_team_queue(r, r->segs[2]);
+			return method_not_allowed(r, "GET, HEAD");
+		}
 	} else if (seg_is(r, 1, "devices") && r->nsegs == 2) {
 		if (get)
 			return api_devices(r);

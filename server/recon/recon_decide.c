@@ -62,8 +62,9 @@ int decide_take_queued(const struct task *t, int has_queue, int64_t grace_ms, in
 {
 	if (t->state != TASK_QUEUED || task_cancel_requested(t))
 		return 0;
-	return !has_queue || (lost_at && t->created_at <= lost_at) ||
-	       now_ms - t->created_at >= grace_ms;
+	/* A task that waited for quota was queued when it was admitted. */
+	int64_t queued_at = t->has_admitted_at ? t->admitted_at : t->created_at;
+	return !has_queue || (lost_at && queued_at <= lost_at) || now_ms - queued_at >= grace_ms;
 }
 
 /* The decided state of an observation: m moves to s. */

@@ -17,6 +17,7 @@
 #include "lib/kobj.h"
 #include "lib/log.h"
 #include "lib/strmap.h"
+#include "server/queue_predict.h"
 #include "server/recon/diagnose.h"
 #include "server/recon/jobspec.h"
 #include "server/kube/kube.h"
@@ -155,6 +156,45 @@ static const struct picture_ops picture_ops = { on_dirty, on_dirty_all, on_note 
 /* ---- one task's pass ---- */
 
 /* The pending diagnosis of a pending task, from the card picture and the team's totals. */
+static int64_t due_ms(struct reconciler *r, const char *id);
+
+/* When q could bind (RFC 3339 into the diagnosis d as predicted_bind_at): the healthy cards'
+ * holders end when due (due_ms; a holder whose end is not known never frees), replayed per
+ * card (server/queue_predict.c). Scheduling and start take no time. Replayed from time 0, not
+ * now, so that the diagnosis does not change with every pass: a moment in the past says the
+ * tasks it waits for are overdue; null, that it fits now or that no end is known. */
+static void bind_predict(struct reconciler *r, const struct diag_cards *cards,
+			 const struct diag_req *q, json_t *d)
+{
+	int64_t now = 0;
+	struct qp_card *qc = gwb_calloc((size_t)(cards->n ? cards->n : 1), sizeof *qc);
+	struct qp_holder *h = gwb_calloc((size_t)(cards->n ? cards->n : 1) * DIAG_MAX_HOLDERS,
+					 sizeof *h);
+	int n = 0;
+	for (int i = 0; i < cards->n; i++) {
+		const struct diag_card *c = &cards->c[i];
+		if (!c->healthy)
+			continue;
+		struct qp_holder *ch = h + (size_t)n * DIAG_MAX_HOLDERS;
+		int nh = 0;
+		for (int k = 0; k < c->nholders; k++) {
+			if (strcmp(c->holders[k].task, q->task) == 0)
+				continue; /* its own allocation */
+			int64_t due = c->holders[k].task[0] ? due_ms(r, c->holders[k].task) : 0;
+			ch[nh++] = (struct qp_holder){ c->holders[k].task, c->holders[k].mem_mib,
+						       c->holders[k].core, due ? 0 : -1, 1, 0,
+						       due, 0 };
+		}
+		qc[n++] = (struct qp_card){ c->mem_total_mib, c->core_total, ch, nh };
+	}
+	int64_t at = queue_predict_bind(qc, n, q->mem_mib, q->core, q->count, now);
+	char ts[40];
+	json_object_set_new(d, "predicted_bind_at",
+			    at > 0 ? json_string(clock_fmt_rfc3339(at, ts, sizeof ts)) : json_null());
+	gwb_free(h);
+	gwb_free(qc);
+}
+
 static void diagnose(struct reconciler *r, struct task *t)
 {
 	struct diag_cards *cards = gwb_malloc(sizeof *cards);
@@ -163,6 +203,7 @@ static void diagnose(struct reconciler *r, struct task *t)
 	store_team_totals(r->c.store, t->team, &q.team_reserved_mem, &q.team_reserved_core,
 			  &q.team_quota_mem, &q.team_quota_core);
 	json_t *d = diag_pending(&q, cards);
+	bind_predict(r, cards, &q, d);
 	char *s = jx_dump(d);
 	TASK_SET_TEXT(t, pending_diagnosis, s);
 	gwb_free(s);
@@ -274,6 +315,11 @@ static void reconcile_task(struct reconciler *r, const char *id, struct task *t,
 	}
 	if (!recon_ops_idle(r->ops, id))
 		goto out; /* the operation's answer marks the task dirty again */
+	if (t->state == TASK_WAITING) {
+		/* Waiting for its team's quota: no Job until its line admits it. */
+		recon_ops_settle(r->ops, id, 0, 1);
+		goto out;
+	}
 	if (take_queued(r, t, now)) {
 		retry_task(r, id);
 		goto out;
@@ -475,6 +521,8 @@ json_t *reconciler_predict(struct reconciler *r, const struct diag_req *req, con
 	struct diag_cards *cards = gwb_malloc(sizeof *cards);
 	diag_cards_build(cards, picture_devices(r->pic), picture_pods(r->pic));
 	json_t *out = predict_placement_json(cards, req, s);
+	if (json_is_object(json_object_get(out, "diagnosis")))
+		bind_predict(r, cards, req, json_object_get(out, "diagnosis"));
 	gwb_free(cards);
 	*fresh = picture_cards_fresh(r->pic);
 	/* Each option's tasks, with when each is due to end. */

@@ -54,7 +54,10 @@ struct task_req {
 	const char *qos;          /* "LS" | "BE" */
 	const char *experiment;   /* "normal" | "overlimit" */
 	const char *workload;     /* the container's canonical JSON, or NULL: the worker */
+	int on_quota_full;        /* STORE_ON_FULL_*: what a submission the quota cannot hold does */
 };
+/* A submission's on_quota_full: the team's default_on_quota_full, refuse (403), or wait. */
+enum { STORE_ON_FULL_DEFAULT, STORE_ON_FULL_REFUSE, STORE_ON_FULL_WAIT };
 
 /* What a submission decided, with the numbers an error answer needs. */
 struct submit_result {
@@ -389,5 +392,51 @@ int store_intent_failure_add(struct store *s, const struct intent_rx *rx, const 
  * GWB_EDB. */
 int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task_state *state,
 		      int *changed);
+
+/* ---- waiting for quota (store_queue.c) ---- */
+
+/* queue.max_skip_seconds (in ms): how long a best_effort team's head may be passed. */
+void store_queue_configure(struct store *s, int64_t max_skip_ms);
+/* fn is told of every task its team's line admits (inside the admitting transaction: it may
+ * only take note, e.g. mark the task for the reconciler). */
+void store_queue_on_admit(struct store *s, void (*fn)(void *arg, const char *task_id), void *arg);
+/* Sets a team's line settings (each NULL: kept): default_on_quota_full "refuse" | "wait",
+ * queueing "strict" | "best_effort"; the line may move (best_effort). 0, GWB_ENOTFOUND,
+ * GWB_EINVAL, or a store error. */
+int store_team_queue_put(struct store *s, const char *team, const char *on_full,
+			 const char *queueing, int64_t now_ms);
+/* Adds the team's line settings and its waiting count to obj (a team's view). */
+void store_team_queue_json(struct store *s, const char *team, json_t *obj);
+/* Admits what the team's line holds now, in a transaction of its own (after a quota change). */
+int store_team_queue_kick(struct store *s, const char *team, int64_t now_ms);
+
+/* A waiting task's place, as store_queue_list gives it. */
+struct store_queue_entry {
+	const char *id, *name;
+	int64_t seq, created_at;
+	int64_t gpu_memory_mib, gpu_core_percent; /* its totals (per card times cards) */
+	int64_t duration_seconds;
+	int64_t position;                         /* 1: the head */
+	int64_t ahead_tasks, ahead_mem, ahead_core;
+	int64_t predicted_admit_at;               /* -1: not predicted (never fits, or too far) */
+	const char *basis[8];
+	int nbasis;
+};
+typedef void (*store_queue_fn)(void *arg, const struct store_queue_entry *e);
+/* The team's line from its task of seq from_seq on (0: the head), at most limit, with each
+ * one's place and predicted admission (one replay for the page). *next: the from_seq of the
+ * next page, 0 when none. 0, GWB_ENOTFOUND (no such team) or GWB_EDB. */
+int store_queue_list(struct store *s, const char *team, int64_t from_seq, int limit,
+		     int64_t now_ms, store_queue_fn fn, void *arg, int64_t *next);
+/* The dry run of req (fits: the quota holds it now): *waits 1 when it would wait in its
+ * team's line, and then fn is called once with its place at the line's end. 0 or an error. */
+int store_queue_dry_run(struct store *s, const struct task_req *req, int fits, int64_t now_ms,
+			int *waits, store_queue_fn fn, void *arg);
+/* Calls fn for each team with waiting tasks, with their count. 0 or GWB_EDB. */
+int store_queue_waiting_counts(struct store *s, void (*fn)(void *arg, const char *team, int64_t n),
+			       void *arg);
+struct evbuffer;
+/* The line's histograms: time waited, and the prediction's error, at each admission. */
+void store_queue_metrics_write(struct store *s, struct evbuffer *out);
 
 #endif

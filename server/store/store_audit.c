@@ -24,7 +24,7 @@ static sqlite3_stmt *teams_stmt(struct store *s)
 {
 	sqlite3_stmt *st = store_stmt(s, AUDIT_TEAMS_SQL);
 	if (st)
-		store_bind_states(st, 1, 0, TASK_FINAL);
+		store_bind_states(st, 1, TASK_HOLDS_QUOTA, TASK_FINAL); /* no waiting task */
 	return st;
 }
 
@@ -61,7 +61,7 @@ int store_audit_holding(struct store *s, store_audit_task_fn fn, void *arg)
 		   "FROM tasks WHERE seq IN (" STORE_SQL_UNRELEASED("seq", 1) ") ORDER BY seq");
 	if (!st)
 		return GWB_EDB;
-	store_bind_states(st, 1, 0, TASK_FINAL);
+	store_bind_states(st, 1, TASK_HOLDS_QUOTA, TASK_FINAL);
 	int step;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		struct store_audit_task t = {
@@ -155,7 +155,8 @@ int store_audit_repair(struct store *s, int64_t now_ms, store_audit_team_fn fn, 
 			json_integer_value(json_array_get(row, 3)),
 			json_integer_value(json_array_get(row, 4)),
 		};
-		if ((rc = repair_one(s, &t, now_ms)))
+		/* A repair that lowers the reserved totals gives quota back: the line may move. */
+		if ((rc = repair_one(s, &t, now_ms)) || (rc = store_queue_admit(s, t.team, now_ms)))
 			goto out;
 		if (fn)
 			fn(arg, &t);

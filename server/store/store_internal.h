@@ -15,6 +15,7 @@
 #include "server/store/store_counts.h"
 #include "server/store/store_ids.h"
 #include "server/store/store_outbox.h"
+#include "server/store/store_queue.h"
 #include "server/store/store_sync.h"
 #include "server/store/store_teams.h"
 
@@ -47,6 +48,7 @@ struct store {
 	struct store_gate gate;         /* store_sync.c */
 	struct store_outbox_part outbox; /* store_outbox.c */
 	struct store_teams teams;       /* store_teams.c, store_tasks.c */
+	struct store_queue_part queue;  /* store_queue.c */
 };
 
 /* A part's steps when the store opens (after the migrations and the pragmas) and closes
@@ -169,6 +171,7 @@ void store_bind_states(sqlite3_stmt *st, int idx, unsigned with, unsigned withou
 #define STORE_SQL_PICK_LIVE(name)
 #define STORE_SQL_PICK_STOPPING(name)
 #define STORE_SQL_PICK_ENDED(name) , name
+#define STORE_SQL_PICK_WAITING(name)
 #define STORE_SQL_TAIL_(...) STORE_SQL_TAIL2_(__VA_ARGS__)
 #define STORE_SQL_TAIL2_(first, ...) __VA_ARGS__
 #define STORE_SQL_EQ_(name) "state = '" name "'"
@@ -205,6 +208,9 @@ int store_move_write(struct store *s, struct task *t, const struct task_move *m,
 	"COALESCE((SELECT l_.seq FROM task_legacy_ids l_ WHERE l_.id = " x "), gwb_task_seq(" x \
 	"))"
 #define STORE_SQL_TASK_IS(t, x) t "seq = " STORE_SQL_TASK_SEQ_OF(x) " AND " t "id = " x
+/* The tasks row (prefix t) is its own create intent: it never waited for quota (a waiting
+ * task is none yet, an admitted one's intent is an outbox row: store_queue.c). */
+#define STORE_SQL_OWN_CREATE(t) "(" t "state <> 'waiting' AND " t "admitted_at IS NULL)"
 
 /* cols of the final tasks holding their reservation, through tasks_final_unreleased. Named,
  * since the planner would rather search tasks_state_team for the three states, which holds
@@ -215,7 +221,8 @@ int store_move_write(struct store *s, struct task *t, const struct task_move *m,
 	STORE_SQL_FINAL " AND released = 0"
 
 /* cols of every task holding its reservation (released = 0), each half through an index:
- * the states not final (parameter n, bound by store_bind_states(st, n, 0, TASK_FINAL)) through
+ * the states not final that hold quota (parameter n, bound by store_bind_states(st, n,
+ * TASK_HOLDS_QUOTA, TASK_FINAL): a waiting task holds nothing) through
  * tasks_state_team, the final ones as above. A task that is not final is never released (a
  * release moves it to its final state in the same unit); the first half asks for released =
  * 0 all the same. */

@@ -58,6 +58,8 @@ int store_move_write(struct store *s, struct task *t, const struct task_move *m,
 			return rc;
 		/* Counted when the caller's transaction commits; undone with it. */
 		store_count_move(s, from, m->to);
+		if (m->to == TASK_RUNNING)
+			store_queue_note_start(s, t, now_ms);
 	}
 	task_at(t, m->to);
 	return 0;

@@ -44,7 +44,7 @@ int store_outbox_low_find(struct store *s)
 		sqlite3_bind_int64(st, 1, s->outbox.low);
 	if ((rc = store_one_int(st, &outbox)))
 		return rc;
-	st = store_stmt(s, "SELECT count(*) FROM tasks WHERE seq > ?");
+	st = store_stmt(s, "SELECT count(*) FROM tasks WHERE seq > ? AND " STORE_SQL_OWN_CREATE(""));
 	if (st)
 		sqlite3_bind_int64(st, 1, s->outbox.ic_cursor);
 	if ((rc = store_one_int(st, &creates)))
@@ -93,7 +93,8 @@ static int intents_read(struct store *s, sqlite3_stmt *st, struct q_intent *out,
 }
 
 /* The new tasks above the cursor whose commits are durable, up to max, as create intents
- * (their seq the id); each one's seq noted in ic_fetched. The count, or GWB_EDB. */
+ * (their seq the id); each one's seq noted in ic_fetched. A task that waited for quota is
+ * none: its admission wrote its create intent to the outbox. The count, or GWB_EDB. */
 static int creates_read(struct store *s, struct q_intent *out, int max)
 {
 	s->outbox.ic_nfetched = 0;
@@ -101,7 +102,8 @@ static int creates_read(struct store *s, struct q_intent *out, int max)
 		return 0;
 	sqlite3_stmt *st = store_stmt(
 		s, "SELECT t.seq, 'create', t.id, t.team, 1, t.created_at, " INTENT_TASK_COLS
-		   " FROM tasks t WHERE t.seq > ? AND t.seq < ? ORDER BY t.seq LIMIT ?");
+		   " FROM tasks t WHERE t.seq > ? AND t.seq < ? AND " STORE_SQL_OWN_CREATE("t.")
+		   " ORDER BY t.seq LIMIT ?");
 	if (!st)
 		return GWB_EDB;
 	sqlite3_bind_int64(st, 1, s->outbox.ic_cursor);
@@ -439,7 +441,10 @@ int store_task_cancel(struct store *s, const char *id, int64_t now_ms, enum task
 		rc = 0;
 		goto out; /* nothing to write: the read-only unit is closed with nothing in it */
 	}
-	if ((rc = cancel_writes(s, t, &m, now_ms)))
+	/* A waiting task has no Job and no intent: cancelled at once, with no cancel intent. */
+	rc = t->state == TASK_WAITING ? store_queue_cancel(s, t, &m, now_ms)
+				      : cancel_writes(s, t, &m, now_ms);
+	if (rc)
 		goto out;
 	*changed = 1;
 out:
@@ -450,6 +455,6 @@ out:
 		return rc;
 	}
 	if (*changed)
-		*state = TASK_CANCELLING;
+		*state = *state == TASK_WAITING ? TASK_CANCELLED : TASK_CANCELLING;
 	return 0;
 }

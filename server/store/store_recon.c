@@ -111,6 +111,9 @@ int store_task_release(struct store *s, const char *id, enum task_proof proof,
 		goto out;
 	if ((rc = store_team_reserve(s, team, -mem, -core, now_ms)))
 		goto out;
+	/* The quota is back: the team's line admits what it now holds, in this transaction. */
+	if ((rc = store_queue_admit(s, team, now_ms)))
+		goto out;
 	if (final_state != TASK_NONE && final_state != state) {
 		if ((rc = release_move(s, id, final_state, task_reason, now_ms)))
 			goto out;

@@ -289,6 +289,17 @@ static const char *const migrations[] = {
 	"ALTER TABLE teams ADD COLUMN cpu_max_milli INTEGER;"
 	"ALTER TABLE teams ADD COLUMN memory_default_bytes INTEGER;"
 	"ALTER TABLE teams ADD COLUMN memory_max_bytes INTEGER;",
+	/* 17: waiting for quota (server/store/store_queue.c). A waiting task is a row in state
+	 * 'waiting', holding nothing; a team's line is its waiting tasks in seq order, which
+	 * tasks_state_team already gives (its entries are (state, team, seq)): no index of its
+	 * own, so a submission inserts into none more. admitted_at: when a waiting task was
+	 * admitted (such a task's create intent is an outbox row, not its seq);
+	 * predicted_admit_at: the admission predicted when it began to wait. The team's
+	 * settings: what a submission without on_quota_full does, and the line's order. */
+	"ALTER TABLE tasks ADD COLUMN admitted_at INTEGER;"
+	"ALTER TABLE tasks ADD COLUMN predicted_admit_at INTEGER;"
+	"ALTER TABLE teams ADD COLUMN default_on_quota_full TEXT NOT NULL DEFAULT 'refuse';"
+	"ALTER TABLE teams ADD COLUMN queueing TEXT NOT NULL DEFAULT 'strict';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

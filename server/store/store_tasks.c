@@ -150,13 +150,14 @@ static int copy_text(char *dst, size_t len, const char *src)
 	return 0;
 }
 
-/* The new task as a row: the request's columns (role REQ in TASK_COLUMNS), queued. Returns 0,
- * or GWB_EINVAL when a text does not fit its column (the API's limits keep it from happening). */
+/* The new task as a row: the request's columns (role REQ in TASK_COLUMNS), in state (queued,
+ * or waiting). Returns 0, or GWB_EINVAL when a text does not fit its column (the API's limits
+ * keep it from happening). */
 static int new_task(struct task *t, const struct task_req *req, const char *key,
-		    const struct submit_result *res, int64_t now_ms)
+		    const struct submit_result *res, int64_t now_ms, enum task_state state)
 {
 	task_clear(t);
-	t->state = TASK_QUEUED;
+	t->state = state;
 	t->gpu_memory_mib = req->gpu_memory_mib;
 	t->gpu_core_percent = req->gpu_core_percent;
 	t->gpu_count = req->gpu_count;
@@ -189,12 +190,12 @@ static int new_task_id(struct store *s, struct task *t, int64_t now_ms, char id[
 
 /* Inserts the task row with a new id; t receives the row as inserted. */
 static int insert_task(struct store *s, const struct task_req *req, const char *key,
-		       const struct submit_result *res, int64_t now_ms, char id[16],
-		       struct task *t)
+		       const struct submit_result *res, int64_t now_ms, enum task_state state,
+		       char id[16], struct task *t)
 {
 	if (!s->batch.open)
 		s->ids.next_seq = 0; /* read again: a transaction of its own */
-	int rc = new_task(t, req, key, res, now_ms);
+	int rc = new_task(t, req, key, res, now_ms, state);
 	if (rc || (rc = new_task_id(s, t, now_ms, id)))
 		return rc;
 	sqlite3_stmt *st = store_stmt(s, "INSERT INTO tasks (seq, state, updated_at" TASK_COLUMNS(
@@ -227,7 +228,7 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 		      const struct submit_result *res, int64_t now_ms, char id[16],
 		      struct task *t)
 {
-	int rc = new_task(t, req, key, res, now_ms);
+	int rc = new_task(t, req, key, res, now_ms, TASK_QUEUED);
 	if (rc || (rc = new_task_id(s, t, now_ms, id)))
 		return rc;
 	if (s->rows.n == s->rows.cap) {
@@ -241,18 +242,43 @@ static int defer_task(struct store *s, const struct task_req *req, const char *k
 
 static int trail_insert(struct store *s, struct task *const *rows, int n);
 
+/* A waiting task's row: inserted at once in state waiting (the batch's multi-row INSERT writes
+ * queued tasks), its submitted event to waiting, and not an intent: the relay publishes no
+ * waiting task (its admission writes its create intent), so the insert the update hook
+ * counted as one is not. Its predicted admission is recorded. */
+static int insert_waiting(struct store *s, const struct task_req *req, const char *key,
+			  const struct submit_result *res, int64_t now_ms, char id[16],
+			  struct task *t)
+{
+	int rc = insert_task(s, req, key, res, now_ms, TASK_WAITING, id, t);
+	if (rc)
+		return rc;
+	s->counters.unpub_pend--;
+	t->loaded_state = t->state;
+	json_t *detail = json_pack("{s:I, s:I, s:s}", "requested_gpu_memory_mib",
+				   (json_int_t)res->req_mem, "requested_gpu_core_percent",
+				   (json_int_t)res->req_core, "on_quota_full", "wait");
+	if (t->idempotency_key[0])
+		json_object_set_new(detail, "idempotency_key", json_string(t->idempotency_key));
+	rc = store_event_add(s, t->id, now_ms, "submitted", NULL, task_state_name(TASK_WAITING),
+			     detail);
+	json_decref(detail);
+	return rc ? rc : store_queue_predict_new(s, t, now_ms);
+}
+
 /* The writes of an accepted submission, after the checks. Inside an optimistic batch (when
  * the caller's row outlives the batch: may_defer) the task and its event are written later,
  * by store_batch_write. The new task is its own create intent (store_outbox.c): no outbox
- * row. */
+ * row. A waiting one (waiting) holds nothing and is no intent yet. */
 static int submit_writes(struct store *s, const struct task_req *req, const char *key,
 			 const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
-			 struct submit_result *res, struct task *t, int may_defer)
+			 struct submit_result *res, struct task *t, int may_defer, int waiting)
 {
 	char id[16];
-	int defer = may_defer && s->batch.open && s->batch.optimistic;
-	int rc = defer ? defer_task(s, req, key, res, now_ms, id, t)
-		       : insert_task(s, req, key, res, now_ms, id, t);
+	int defer = !waiting && may_defer && s->batch.open && s->batch.optimistic;
+	int rc = waiting ? insert_waiting(s, req, key, res, now_ms, id, t)
+	       : defer	 ? defer_task(s, req, key, res, now_ms, id, t)
+			 : insert_task(s, req, key, res, now_ms, TASK_QUEUED, id, t);
 	if (rc)
 		return rc;
 	copy_text(res->task_id, sizeof res->task_id, id);
@@ -262,7 +288,9 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 
 	/* Inside a batch the team's row is written once, when the batch commits (store_team_usage
 	 * read it for this team just before). */
-	if (s->batch.open) {
+	if (waiting) {
+		/* nothing reserved */
+	} else if (s->batch.open) {
 		s->teams.pend.add_mem += res->req_mem;
 		s->teams.pend.add_core += res->req_core;
 		s->teams.pend.updated_at = now_ms;
@@ -285,7 +313,7 @@ static int submit_writes(struct store *s, const struct task_req *req, const char
 			return rc;
 	}
 	/* Its event, as a batch writes it (store_batch_write). */
-	return defer ? 0 : trail_insert(s, &t, 1);
+	return defer || waiting ? 0 : trail_insert(s, &t, 1);
 }
 
 /* Up to STORE_ROWS_MAX new tasks per statement (and as many events): a statement of exactly
@@ -423,10 +451,37 @@ int store_task_submit_row(struct store *s, const struct task_req *req, const cha
 	return submit_row(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row, 1);
 }
 
+/* Whether a submission the quota holds (fits) or not is admitted (*waiting 0), waits (1),
+ * or is refused (GWB_EQUOTA). One that refuses is decided as it always was, whatever the line;
+ * one that waits joins the line when it does not fit, or when the line may not be passed
+ * (store_queue_blocks). Without on_quota_full, the team's default (read only when it matters). */
+static int submit_waits(struct store *s, const struct task_req *req, int fits, int64_t now_ms,
+			int *waiting)
+{
+	*waiting = 0;
+	int wait = req->on_quota_full == STORE_ON_FULL_WAIT, rc = 0;
+	if (req->on_quota_full == STORE_ON_FULL_REFUSE)
+		return fits ? 0 : GWB_EQUOTA;
+	if (fits) {
+		int blocks = 0;
+		if ((rc = store_queue_blocks(s, req->team, now_ms, &blocks)) || !blocks)
+			return rc;
+		if (!wait && (rc = store_queue_team_waits(s, req->team, &wait)))
+			return rc;
+		*waiting = wait;
+		return 0;
+	}
+	if (!wait && (rc = store_queue_team_waits(s, req->team, &wait)))
+		return rc;
+	*waiting = wait;
+	return wait ? 0 : GWB_EQUOTA;
+}
+
 static int submit_row(struct store *s, const struct task_req *req, const char *key,
 		      const char *fingerprint, int64_t now_ms, int64_t key_ttl_ms,
 		      struct submit_result *res, struct task *row, int may_defer)
 {
+	int waiting = 0;
 	memset(res, 0, sizeof *res);
 	res->req_mem = req->gpu_memory_mib * req->gpu_count;
 	res->req_core = req->gpu_core_percent * req->gpu_count;
@@ -466,15 +521,14 @@ static int submit_row(struct store *s, const struct task_req *req, const char *k
 	res->reserved_mem = u.reserved_mem;
 	res->reserved_core = u.reserved_core;
 	struct quota_ask ask = { req->gpu_memory_mib, req->gpu_core_percent, req->gpu_count };
-	if (!quota_decide(&u, &ask).admitted) {
-		rc = GWB_EQUOTA;
+	if ((rc = submit_waits(s, req, quota_decide(&u, &ask).admitted, now_ms, &waiting)))
 		goto out;
-	}
-	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row, may_defer);
+	rc = submit_writes(s, req, key, fingerprint, now_ms, key_ttl_ms, res, row, may_defer,
+			   waiting);
 out:
 	rc = store_unit_end(s, rc);
-	if (rc == 0)
-		store_count_move(s, TASK_NONE, TASK_QUEUED);
+	if (rc == 0 && !res->replayed)
+		store_count_move(s, TASK_NONE, waiting ? TASK_WAITING : TASK_QUEUED);
 	return rc == GWB_EEXISTS && res->replayed ? 0 : rc;
 }
 

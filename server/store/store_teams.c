@@ -113,6 +113,9 @@ int store_team_put_policy(struct store *s, const char *team, int64_t mem_mib, in
 		goto out;
 	if (pol && (rc = policy_write(s, team, pol)))
 		goto out;
+	/* A raised quota: the team's line admits what it now holds, in this transaction. */
+	if (!*created && (rc = store_queue_admit(s, team, now_ms)))
+		goto out;
 	rc = store_commit(s);
 	if (token_hash)
 		tokens_forget(s);
@@ -124,7 +127,7 @@ out:
 	return rc;
 }
 
-/* active_tasks counts the states that are not final, each through the (state, team) index:
+/* active_tasks counts the active states (not final, not waiting), each through the (state, team) index:
  * the cost follows the active tasks, not the team's whole history. */
 #define TEAM_SELECT                                                                           \
 	"SELECT name, quota_mem_mib, quota_core_pct, reserved_mem_mib, reserved_core_pct, "   \
@@ -213,9 +216,10 @@ json_t *store_team_json(struct store *s, const char *team)
 	if (!st)
 		return NULL;
 	store_bind_text(st, 1, team);
-	store_bind_states(st, 9, 0, TASK_FINAL);
+	store_bind_states(st, 9, TASK_ACTIVE, 0); /* a waiting task is not active */
 	json_t *out = sqlite3_step(st) == SQLITE_ROW ? team_row_json(st) : NULL;
 	sqlite3_reset(st);
+	store_team_queue_json(s, team, out);
 	return out;
 }
 
@@ -225,9 +229,12 @@ json_t *store_teams_json(struct store *s)
 	json_t *arr = json_array();
 	if (!st)
 		return arr;
-	store_bind_states(st, 9, 0, TASK_FINAL);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(arr, team_row_json(st));
+	store_bind_states(st, 9, TASK_ACTIVE, 0);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		json_t *t = team_row_json(st);
+		store_team_queue_json(s, json_string_value(json_object_get(t, "team")), t);
+		json_array_append_new(arr, t);
+	}
 	sqlite3_reset(st);
 	return arr;
 }

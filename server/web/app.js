@@ -26,6 +26,9 @@
       "team.title": "Team quota", "team.memory": "GPU memory", "team.core": "GPU core",
       "team.line": "{reserved} reserved of {quota} ({avail} available)",
       "team.active": "{n} active task(s)",
+      "team.waiting": "{n} waiting for quota",
+      "queue.entry": "#{pos} {id} {name} · {mem} MiB · admitted ~{at}",
+      "queue.never": "never (asks more than the quota)",
       "submit.title": "Submit a task", "submit.key": "Idempotency-Key of this form:",
       "submit.newkey": "New key", "submit.send": "Send",
       "submit.resend": "Send again with the same key", "submit.predict": "Predict",
@@ -108,6 +111,9 @@
       "team.title": "团队配额", "team.memory": "GPU 显存", "team.core": "GPU 算力",
       "team.line": "已预留 {reserved} / 配额 {quota}（可用 {avail}）",
       "team.active": "{n} 个活动任务",
+      "team.waiting": "{n} 个任务等待配额",
+      "queue.entry": "#{pos} {id} {name} · {mem} MiB · 预计 {at} 准入",
+      "queue.never": "永不（超出配额）",
       "submit.title": "提交任务", "submit.key": "本表单的 Idempotency-Key：",
       "submit.newkey": "新的键", "submit.send": "提交",
       "submit.resend": "用同一个键再次提交", "submit.predict": "预测",
@@ -171,9 +177,9 @@
       "stream.events": "{n} 个实时事件",
     },
   };
-  const STATES = ["queued", "creating", "pending", "running", "succeeded", "failed",
+  const STATES = ["waiting", "queued", "creating", "pending", "running", "succeeded", "failed",
     "cancelling", "cancelled", "unknown"];
-  const STATE_ZH = { queued: "排队", creating: "创建中", pending: "等待调度", running: "运行中",
+  const STATE_ZH = { waiting: "等待配额", queued: "排队", creating: "创建中", pending: "等待调度", running: "运行中",
     succeeded: "成功", failed: "失败", cancelling: "取消中", cancelled: "已取消", unknown: "未知" };
   const FINAL = new Set(["succeeded", "failed", "cancelled"]);
   const FIELDS = ["team", "name", "gpu_memory_mib", "gpu_core_percent", "gpu_count",
@@ -191,6 +197,7 @@
     teams: new Map(),     // name -> team JSON
     devices: null,        // /v1/devices answer
     pendingWhy: new Map(), // task id -> pending JSON
+    queues: new Map(),    // team -> the first of its line (GET /v1/teams/T/queue)
     selected: null,
     selectedTask: null,
     lastEventId: null,
@@ -354,6 +361,7 @@
   async function loadAll() {
     try {
       await Promise.all([loadTeams(), loadTasks(), loadDevices()]);
+      await loadQueues();
     } catch (e) { if (!(e instanceof Down)) throw e; }
     renderAll();
   }
@@ -376,6 +384,23 @@
       created_at: x.created_at, updated_at: x.updated_at,
     });
     refreshPendingWhy();
+  }
+  // Each shown team's line (GET /v1/teams/T/queue): its first 20 with their predictions.
+  async function loadQueues() {
+    for (const tm of S.teams.values()) {
+      if (!tm.waiting_tasks) { S.queues.delete(tm.team); continue; }
+      const r = await api("GET", "/v1/teams/" + encodeURIComponent(tm.team) + "/queue?limit=20");
+      if (r.status === 200) S.queues.set(tm.team, r.json.tasks);
+    }
+  }
+  let queueTimer = null;
+  function scheduleQueues() {
+    if (queueTimer) return;
+    queueTimer = setTimeout(async () => {
+      queueTimer = null;
+      try { await loadTeams(); await loadQueues(); } catch (e) { return; }
+      renderTeams();
+    }, 200);
   }
   async function loadDevices() {
     const r = await api("GET", "/v1/devices");
@@ -462,6 +487,7 @@
     if (type === "team" && d) {
       const cur = S.teams.get(d.team) || { team: d.team };
       S.teams.set(d.team, Object.assign(cur, d));
+      if (d.waiting_tasks || (S.queues && S.queues.has(d.team))) scheduleQueues();
       renderTeams();
       renderAdmin();
       return;
@@ -470,6 +496,7 @@
   }
   function onTaskEvent(d) {
     S.streamEvents++;
+    const was = (S.tasks.get(d.id) || {}).state;
     const task = upsertTask(d.id, { team: d.team, name: d.name, mem: d.gpu_memory_mib,
       core: d.gpu_core_percent, count: d.gpu_count, created_at: d.created_at,
       updated_at: d.updated_at });
@@ -480,6 +507,7 @@
     }
     renderTasks();
     if (d.state === "pending" || task.state === "pending") refreshPendingWhy();
+    if (was === "waiting" || d.state === "waiting") scheduleQueues(); // the line moved
     if (S.selected === d.id) scheduleDetail();
     $("stream-state").textContent = t("stream.events", { n: S.streamEvents });
   }
@@ -543,6 +571,16 @@
           el("span", { class: "qline", "data-reserved": r[key] || 0, text: line })));
       }
       card.append(el("p", { class: "muted", text: t("team.active", { n: tm.active_tasks || 0 }) }));
+      if (tm.waiting_tasks) {
+        const line = el("ol", { class: "queue", "data-team": tm.team });
+        for (const w of (S.queues && S.queues.get(tm.team)) || [])
+          line.append(el("li", { "data-task-id": w.id, "data-position": w.position,
+            text: t("queue.entry", { pos: w.position, id: w.id, name: w.name || "",
+              mem: w.requested ? w.requested.gpu_memory_mib : "?",
+              at: w.predicted_admit_at ? fmtTime(w.predicted_admit_at) : t("queue.never") }) }));
+        card.append(el("p", { class: "muted", "data-waiting": tm.waiting_tasks,
+          text: t("team.waiting", { n: tm.waiting_tasks }) }), line);
+      }
       box.append(card);
     }
   }

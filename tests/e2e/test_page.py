@@ -684,6 +684,34 @@ def case_workload_details(c):
     wait_for("the quota back", lambda: c.reserved("wl") == 0)
 
 
+def case_waiting_line(c):
+    """A team's line on the page: two tasks waiting for quota shown in order with their
+    predictions; a cancel that frees the quota admits the head, and the line follows live."""
+    s = c.stack
+    tok = s.team("line", mem=1024, core=100)
+    a = s.submit("line", tok, 1024, 25)
+    waiting = []
+    for n in ("first", "second"):
+        st, body = s.api("POST", "/v1/tasks", tok, {
+            "team": "line", "name": n, "gpu_memory_mib": 1024, "gpu_core_percent": 25,
+            "duration_seconds": 300, "on_quota_full": "wait"})
+        check(st == 201 and body["state"] == "waiting", "wait: %s %s" % (st, body))
+        waiting.append(body["id"])
+    c.open_page(tok)
+    sel = '#teams .team[data-team="line"] ol.queue li'
+
+    def line():
+        return c.stable(lambda: [(e.get_attribute("data-position"), e.get_attribute("data-task-id"))
+                                 for e in c.qq(sel)])
+    wait_for("the line of two", lambda: line() == [("1", waiting[0]), ("2", waiting[1])])
+    c.shot("line")
+    s.api("POST", "/v1/tasks/%s/cancel" % a)
+    wait_for("the head admitted, the line moved up", lambda: line() == [("1", waiting[1])])
+    c.shot("line-moved")
+    for t in waiting:
+        s.api("POST", "/v1/tasks/%s/cancel" % t)
+
+
 CASES = [
     ("submit_flow", case_submit_flow),
     ("workload_details", case_workload_details),
@@ -694,6 +722,7 @@ CASES = [
     ("bad_input", case_bad_input),
     ("narrow_and_admin", case_narrow_and_admin),
     ("server_down", case_server_down),
+    ("waiting_line", case_waiting_line),
 ]
 
 

@@ -34,13 +34,14 @@ static const char usage_text[] =
 	"\n"
 	"  submit --team T --mem MIB --core PCT [--count N] [--duration S] [--qos LS|BE]\n"
 	"         [--experiment normal|overlimit] [--name NAME] [--key IDEMPOTENCY_KEY] [--dry-run]\n"
+	"         [--on-quota-full refuse|wait]\n"
 	"  get ID                      one task\n"
 	"  list [--team T] [--state S] [--limit N] [--cursor C]\n"
 	"  list --active [--team T] [--limit N]\n"
 	"                              every task that holds quota (queued, creating, pending,\n"
 	"                              running, unknown, cancelling)\n"
 	"  cancel ID                   request the cancel of a task (idempotent)\n"
-	"  cancel --all --team T --yes cancel every active task of team T\n"
+	"  cancel --all --team T --yes cancel every active or waiting task of team T\n"
 	"  events ID                   a task's history\n"
 	"  logs ID [-f] [--tail N]     the last N lines of the task's Pod log (default 100, at\n"
 	"                              most 10000), printed as they are whatever -o says; -f\n"
@@ -52,8 +53,13 @@ static const char usage_text[] =
 	"                              ended otherwise\n"
 	"  devices                     every card: health, memory and core used/total, tasks\n"
 	"  teams [TEAM]                quotas and reservations\n"
-	"  teams set TEAM --mem MIB --core PCT [--token T]\n"
-	"                              (admin) create or change a team's quota and token\n"
+	"  teams set TEAM --mem MIB --core PCT [--token T] [--default-on-quota-full refuse|wait]\n"
+	"         [--queueing strict|best_effort]\n"
+	"                              (admin) create or change a team's quota, token and line\n"
+	"  queue [--team T] [--limit N] [--cursor C]\n"
+	"                              the team's tasks waiting for quota, in line order, each\n"
+	"                              with its place and predicted admission (without --team:\n"
+	"                              every team the token sees)\n"
 	"  audit                       (admin) stored quota totals against the tasks, tasks\n"
 	"                              against the cluster; exit 1 when anything drifted\n"
 	"  audit repair                (admin) set each team's totals to its tasks' sum\n"
@@ -341,7 +347,7 @@ static int cmd_submit(struct opts *o, int argc, char **argv)
 	struct flag f[] = { { "team", 1, NULL },     { "name", 1, NULL },  { "qos", 1, NULL },
 			    { "experiment", 1, NULL }, { "key", 1, NULL }, { "mem", 1, NULL },
 			    { "core", 1, NULL },      { "count", 1, NULL }, { "duration", 1, NULL },
-			    { "dry-run", 0, NULL },   { NULL, 0, NULL } };
+			    { "dry-run", 0, NULL },   { "on-quota-full", 1, NULL }, { NULL, 0, NULL } };
 	static const char *const ints[][2] = { { "mem", "gpu_memory_mib" },
 					       { "core", "gpu_core_percent" },
 					       { "count", "gpu_count" },
@@ -374,6 +380,8 @@ static int cmd_submit(struct opts *o, int argc, char **argv)
 		if (v >= 0)
 			json_object_set_new(b, ints[k][1], json_integer(v));
 	}
+	if (flag_val(f, "on-quota-full"))
+		json_object_set_new(b, "on_quota_full", json_string(flag_val(f, "on-quota-full")));
 	int dry = flag_val(f, "dry-run") != NULL;
 	struct httpc_resp r;
 	rc = api(o, "POST", dry ? "/v1/tasks?dry_run=true" : "/v1/tasks", b, flag_val(f, "key"), &r);
@@ -592,9 +600,20 @@ static int cmd_cancel(struct opts *o, int argc, char **argv)
 			     "confirm",
 			     team);
 	json_t *tasks;
-	/* cancelling (the last active state) is already what this asks for. */
-	if ((rc = active_tasks(o, team, NACTIVE - 1, &tasks)))
+	/* cancelling (the last active state) is already what this asks for. The waiting ones
+	 * first: cancelling the others would otherwise admit them. */
+	json_t *waiting = json_array();
+	if ((rc = list_state(o, team, "waiting", waiting))) {
+		json_decref(waiting);
 		return rc;
+	}
+	if ((rc = active_tasks(o, team, NACTIVE - 1, &tasks))) {
+		json_decref(waiting);
+		return rc;
+	}
+	json_array_extend(waiting, tasks);
+	json_decref(tasks);
+	tasks = waiting;
 	json_t *done = json_array();
 	int failed = 0;
 	o->batch = 1;
@@ -752,8 +771,9 @@ static int cmd_devices(struct opts *o, int argc, char **argv)
 
 static int cmd_teams_set(struct opts *o, int argc, char **argv)
 {
-	struct flag f[] = { { "mem", 1, NULL }, { "core", 1, NULL }, { "token", 1, NULL },
-			    { NULL, 0, NULL } };
+	struct flag f[] = { { "mem", 1, NULL },	     { "core", 1, NULL },
+			    { "token", 1, NULL },    { "default-on-quota-full", 1, NULL },
+			    { "queueing", 1, NULL }, { NULL, 0, NULL } };
 	const char *pos[MAX_POS];
 	int npos, rc = parse(o, "teams set", argc, argv, f, pos, 1, &npos);
 	if (rc)
@@ -771,6 +791,11 @@ static int cmd_teams_set(struct opts *o, int argc, char **argv)
 			      (json_int_t)core);
 	if (flag_val(f, "token"))
 		json_object_set_new(b, "token", json_string(flag_val(f, "token")));
+	if (flag_val(f, "default-on-quota-full"))
+		json_object_set_new(b, "default_on_quota_full",
+				    json_string(flag_val(f, "default-on-quota-full")));
+	if (flag_val(f, "queueing"))
+		json_object_set_new(b, "queueing", json_string(flag_val(f, "queueing")));
 	char path[128];
 	snprintf(path, sizeof path, "/v1/teams/%s", pos[0]);
 	struct httpc_resp r;
@@ -798,6 +823,81 @@ static int cmd_teams(struct opts *o, int argc, char **argv)
 	char path[128];
 	snprintf(path, sizeof path, "/v1/teams%s%s", npos ? "/" : "", npos ? pos[0] : "");
 	return get_show(o, path, show_teams);
+}
+
+/* One team's line (a page of it) into *out; the path's query from limit and cursor. */
+static int queue_of(const struct opts *o, const char *team, const char *limit,
+		    const char *cursor, json_t **out)
+{
+	char path[256];
+	snprintf(path, sizeof path, "/v1/teams/%s/queue%s%s%s%s", team, limit ? "?limit=" : "",
+		 limit ? limit : "", cursor ? (limit ? "&cursor=" : "?cursor=") : "",
+		 cursor ? cursor : "");
+	struct httpc_resp r;
+	int rc = api(o, "GET", path, NULL, NULL, &r);
+	if (rc)
+		return rc;
+	*out = json_incref(r.json);
+	httpc_resp_free(&r);
+	return 0;
+}
+
+/* queue: the team's line; without --team, every team the token sees (GET /v1/teams). */
+static int cmd_queue(struct opts *o, int argc, char **argv)
+{
+	struct flag f[] = { { "team", 1, NULL }, { "limit", 1, NULL }, { "cursor", 1, NULL },
+			    { NULL, 0, NULL } };
+	const char *pos[MAX_POS];
+	int npos, rc = parse(o, "queue", argc, argv, f, pos, 0, &npos);
+	if (rc)
+		return rc;
+	for (int k = 0; k < 3; k++)
+		if (f[k].value && !url_safe(f[k].value))
+			return usage("queue: --%s takes lowercase letters, digits and '-', not '%s'",
+				     f[k].name, f[k].value);
+	long limit = 0;
+	if ((rc = int_flag(f, "queue", "limit", 1, PAGE_MAX, &limit)))
+		return rc;
+	json_t *teams = json_array();
+	if (flag_val(f, "team")) {
+		json_array_append_new(teams, json_string(flag_val(f, "team")));
+	} else {
+		struct httpc_resp r;
+		if ((rc = api(o, "GET", "/v1/teams", NULL, NULL, &r))) {
+			json_decref(teams);
+			return rc;
+		}
+		const json_t *t;
+		size_t i;
+		json_array_foreach(json_object_get(r.json, "teams"), i, t)
+			json_array_append_new(teams, json_string(json_string_value(
+							     json_object_get(t, "team"))));
+		httpc_resp_free(&r);
+	}
+	json_t *lines = json_array();
+	const json_t *t;
+	size_t i;
+	json_array_foreach(teams, i, t) {
+		json_t *line;
+		if ((rc = queue_of(o, json_string_value(t), flag_val(f, "limit"),
+				   flag_val(f, "cursor"), &line)))
+			break;
+		json_array_append_new(lines, line);
+	}
+	if (!rc) {
+		if (o->mode == SHOW_TEXT)
+			show_status(stdout, 200, 0);
+		if (flag_val(f, "team") && json_array_size(lines) == 1)
+			show_queue(stdout, o->mode, json_array_get(lines, 0));
+		else {
+			json_t *all = json_pack("{s:O}", "queues", lines);
+			show_queues(stdout, o->mode, all);
+			json_decref(all);
+		}
+	}
+	json_decref(lines);
+	json_decref(teams);
+	return rc;
 }
 
 /* audit: exit 1 on drift (after showing it); audit repair: POST, then what changed. */
@@ -894,6 +994,8 @@ int main(int argc, char **argv)
 		rc = cmd_teams(&o, n, rest);
 	else if (strcmp(cmd, "audit") == 0)
 		rc = cmd_audit(&o, n, rest);
+	else if (strcmp(cmd, "queue") == 0)
+		rc = cmd_queue(&o, n, rest);
 	else if (strcmp(cmd, "intents") == 0)
 		rc = cmd_intents(&o, n, rest);
 	else

@@ -159,6 +159,66 @@ void show_task(FILE *out, enum show_mode m, const json_t *task)
 	}
 	if (json_is_string(json_object_get(task, "cancel")))
 		fprintf(out, "cancel       %s\n", str(task, "cancel"));
+	const json_t *q = json_object_get(task, "queue");
+	if (json_is_object(q)) {
+		const json_t *ahead = json_object_get(q, "ahead");
+		fprintf(out, "queue        position %lld, %lld ahead (%lld MiB, %lld%% core)\n",
+			num(q, "position"), num(ahead, "tasks"), num(ahead, "gpu_memory_mib"),
+			num(ahead, "gpu_core_percent"));
+		fprintf(out, "predicted    %s%s", json_is_string(json_object_get(q, "predicted_admit_at"))
+						   ? str(q, "predicted_admit_at")
+						   : "(not predicted)",
+			json_array_size(json_object_get(q, "basis")) ? ", after the end of" : "");
+		const json_t *b;
+		size_t i;
+		json_array_foreach(json_object_get(q, "basis"), i, b)
+			fprintf(out, " %s", json_string_value(b));
+		fprintf(out, "\n");
+	}
+}
+
+void show_queue(FILE *out, enum show_mode m, const json_t *q)
+{
+	const json_t *tasks = json_object_get(q, "tasks"), *t;
+	size_t i;
+	if (m == SHOW_JSON) {
+		show_json(out, q);
+		return;
+	}
+	if (m == SHOW_NAME) {
+		json_array_foreach(tasks, i, t)
+			fprintf(out, "%s\n", str(t, "id"));
+		return;
+	}
+	fprintf(out, "team %s: %zu waiting shown\n", str(q, "team"), json_array_size(tasks));
+	fprintf(out, "%4s %-16s %-14s %7s %5s %-24s %s\n", "POS", "ID", "NAME", "MEM", "CORE",
+		"PREDICTED", "AFTER");
+	json_array_foreach(tasks, i, t)
+	{
+		const json_t *req = json_object_get(t, "requested");
+		const json_t *basis = json_object_get(t, "basis");
+		fprintf(out, "%4lld %-16s %-14s %7lld %4lld%% %-24s %s\n", num(t, "position"),
+			str(t, "id"), str(t, "name"), num(req, "gpu_memory_mib"),
+			num(req, "gpu_core_percent"),
+			json_is_string(json_object_get(t, "predicted_admit_at"))
+				? str(t, "predicted_admit_at")
+				: "-",
+			json_array_size(basis) ? json_string_value(json_array_get(basis, 0)) : "-");
+	}
+	if (json_is_string(json_object_get(q, "next_cursor")))
+		fprintf(out, "more: --cursor %s\n", str(q, "next_cursor"));
+}
+
+void show_queues(FILE *out, enum show_mode m, const json_t *qs)
+{
+	if (m == SHOW_JSON) {
+		show_json(out, qs);
+		return;
+	}
+	const json_t *q;
+	size_t i;
+	json_array_foreach(json_object_get(qs, "queues"), i, q)
+		show_queue(out, m, q);
 }
 
 void show_tasks(FILE *out, enum show_mode m, const json_t *list)

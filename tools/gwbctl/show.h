@@ -34,6 +34,11 @@ void show_dry_run(FILE *out, enum show_mode m, const json_t *d);
 void show_audit(FILE *out, enum show_mode m, const json_t *a);
 /* A repair's answer: each team's reserved totals before and after; the teams in name mode. */
 void show_audit_repair(FILE *out, enum show_mode m, const json_t *a);
+/* A team's line (GET /v1/teams/T/queue): one row per waiting task with its place and
+ * predicted admission; the ids in name mode. */
+void show_queue(FILE *out, enum show_mode m, const json_t *q);
+/* {"queues": [...]}: each team's line after its name. */
+void show_queues(FILE *out, enum show_mode m, const json_t *qs);
 /* Any JSON value, indented with sorted keys. */
 void show_json(FILE *out, const json_t *v);
 

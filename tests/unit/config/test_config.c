@@ -100,6 +100,7 @@ static const struct row rows[] = {
 	I("queue.block_ms", "GWB_QUEUE_BLOCK_MS", queue_block_ms, 10, 60000),
 	I("queue.handler_delay_ms", "GWB_QUEUE_HANDLER_DELAY_MS", queue_handler_delay_ms, 0,
 	  600000),
+	I("queue.max_skip_seconds", "GWB_QUEUE_MAX_SKIP_SECONDS", queue_max_skip_seconds, 0, 86400),
 	I("stream.max_clients", "GWB_STREAM_MAX_CLIENTS", stream_max_clients, 0, 10000),
 	I("stream.max_buffer_bytes", "GWB_STREAM_MAX_BUFFER_BYTES", stream_max_buffer_bytes, 4096,
 	  64 << 20),

@@ -8,23 +8,24 @@
 
 /* The expected lifecycle, written independently of the X-macro table, row = from, column =
  * to, in the order queued creating pending running succeeded failed cancelling cancelled
- * unknown. '1' legal, '.' refused; the diagonal (staying) is always legal. */
+ * unknown waiting. '1' legal, '.' refused; the diagonal (staying) is always legal. */
 static const char *const expected[TASK_NSTATES] = {
-	/*          q c p r s f C X u */
-	[TASK_QUEUED] = "11111110.",
-	[TASK_CREATING] = ".11111101",
-	[TASK_PENDING] = "..1111101",
-	[TASK_RUNNING] = "..1111101",
-	[TASK_SUCCEEDED] = "....1....",
-	[TASK_FAILED] = ".....1...",
-	[TASK_CANCELLING] = "......11.",
-	[TASK_CANCELLED] = ".......1.",
-	[TASK_UNKNOWN] = "..1111101",
+	/*          q c p r s f C X u w */
+	[TASK_QUEUED] = "11111110..",
+	[TASK_CREATING] = ".11111101.",
+	[TASK_PENDING] = "..1111101.",
+	[TASK_RUNNING] = "..1111101.",
+	[TASK_SUCCEEDED] = "....1.....",
+	[TASK_FAILED] = ".....1....",
+	[TASK_CANCELLING] = "......11..",
+	[TASK_CANCELLED] = ".......1..",
+	[TASK_UNKNOWN] = "..1111101.",
+	[TASK_WAITING] = "1......1.1",
 };
 
 TEST(task_every_pair_of_states)
 {
-	CHECK_INT(TASK_NSTATES, 9);
+	CHECK_INT(TASK_NSTATES, 10);
 	int legal = 0;
 	for (int f = 0; f < TASK_NSTATES; f++) {
 		CHECK_INT(strlen(expected[f]), TASK_NSTATES);
@@ -39,7 +40,7 @@ TEST(task_every_pair_of_states)
 		CHECK(!task_transition_ok((enum task_state)f, TASK_NONE));
 		CHECK(!task_transition_ok(TASK_NONE, (enum task_state)f));
 	}
-	CHECK_INT(legal, 28);
+	CHECK_INT(legal, 30);
 }
 
 TEST(task_final_states_never_move_and_cancel_ends_in_cancelled)
@@ -53,13 +54,16 @@ TEST(task_final_states_never_move_and_cancel_ends_in_cancelled)
 			CHECKF(moves == 0, "final %s moves", task_state_name(s));
 		else
 			CHECKF(moves > 0, "%s is a dead end", task_state_name(s));
-		/* Whatever is cancellable can be cancelled; only cancelling reaches cancelled. */
+		/* Whatever is cancellable can be cancelled (a waiting task at once); only
+		 * cancelling and waiting reach cancelled. */
 		CHECK_INT(task_transition_ok(s, TASK_CANCELLING),
-			  task_state_is(s, TASK_CANCELLABLE) || s == TASK_CANCELLING);
+			  (task_state_is(s, TASK_CANCELLABLE) && s != TASK_WAITING) ||
+				  s == TASK_CANCELLING);
 		CHECK_INT(task_transition_ok(s, TASK_CANCELLED) && s != TASK_CANCELLED,
-			  s == TASK_CANCELLING);
-		/* Nothing goes back to queued or creating except from where it started. */
-		CHECK_INT(task_transition_ok(s, TASK_QUEUED), s == TASK_QUEUED);
+			  s == TASK_CANCELLING || s == TASK_WAITING);
+		/* Nothing goes back to queued or creating except from where it started; a
+		 * waiting task is admitted to queued. */
+		CHECK_INT(task_transition_ok(s, TASK_QUEUED), s == TASK_QUEUED || s == TASK_WAITING);
 		CHECK_INT(task_transition_ok(s, TASK_CREATING), s == TASK_QUEUED || s == TASK_CREATING);
 	}
 }
@@ -68,15 +72,17 @@ TEST(task_flags_and_names)
 {
 	static const char *const names[] = { "queued",	   "creating",	 "pending",
 					     "running",	   "succeeded",	 "failed",
-					     "cancelling", "cancelled",	 "unknown" };
+					     "cancelling", "cancelled",	 "unknown",
+					     "waiting" };
 	for (int i = 0; i < TASK_NSTATES; i++) {
 		CHECK_STR(task_state_name((enum task_state)i), names[i]);
 		CHECK_INT(task_state_parse(names[i]), i);
 		enum task_state s = (enum task_state)i;
 		int final = i == TASK_SUCCEEDED || i == TASK_FAILED || i == TASK_CANCELLED;
+		int waiting = i == TASK_WAITING;
 		CHECK_INT(task_state_is(s, TASK_FINAL), final);
-		CHECK_INT(task_state_is(s, TASK_ACTIVE), !final);
-		CHECK_INT(task_state_is(s, TASK_HOLDS_QUOTA), !final);
+		CHECK_INT(task_state_is(s, TASK_ACTIVE), !final && !waiting);
+		CHECK_INT(task_state_is(s, TASK_HOLDS_QUOTA), !final && !waiting);
 		CHECK_INT(task_state_is(s, TASK_CANCELLABLE), !final && i != TASK_CANCELLING);
 	}
 	CHECK_INT(task_state_parse("Running"), TASK_NONE);

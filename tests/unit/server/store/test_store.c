@@ -37,7 +37,7 @@ static void close_store(void *arg)
 
 static struct task_req req_of(const char *team, int64_t mem, int64_t core)
 {
-	struct task_req q = { team, "t", mem, core, 1, 60, "LS", "normal", NULL };
+	struct task_req q = { team, "t", mem, core, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	return q;
 }
 

@@ -39,7 +39,7 @@ static void close_store(void *arg)
 
 static struct task_req req_of(const char *team, int64_t mem)
 {
-	struct task_req q = { team, "t", mem, 10, 1, 60, "LS", "normal", NULL };
+	struct task_req q = { team, "t", mem, 10, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	return q;
 }
 
@@ -216,7 +216,7 @@ TEST(store_batch_submit_row_equals_the_row_read_back)
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 1 << 20, 100000, NULL, 1, &created), 0);
 	struct task_req big = { "alpha", "n\xc3\xa9", 512, 33, 4, 86400, "BE", "overlimit",
-				NULL };
+				NULL, STORE_ON_FULL_DEFAULT };
 	struct task_req one = req_of("alpha", 1);
 	struct task *row = gwb_malloc(sizeof *row), *back = gwb_malloc(sizeof *back);
 	t_defer(gwb_free, row);

@@ -39,7 +39,7 @@ static void close_store(void *arg)
 /* One batch of n submissions of 1 MiB for alpha, committed. */
 static void submit_batch(struct store *s, int n)
 {
-	struct task_req q = { "alpha", "t", 1, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = { "alpha", "t", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_batch_begin(s), 0);
 	for (int i = 0; i < n; i++)

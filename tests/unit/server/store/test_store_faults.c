@@ -173,7 +173,7 @@ static void close_store(void *arg)
 
 static int submit(struct store *s, int64_t mem, struct submit_result *res)
 {
-	struct task_req q = { "alpha", "t", mem, 10, 1, 60, "LS", "normal", NULL };
+	struct task_req q = { "alpha", "t", mem, 10, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	return store_task_submit(s, &q, NULL, "fp", 1000, 60000, res);
 }
 

@@ -97,7 +97,7 @@ TEST(store_intents_new_tasks_are_create_intents_the_cursor_moves_over_published_
 {
 	const char *db = h_path("creates.db");
 	struct store *s = alpha_store(db);
-	struct task_req q = {"alpha", "c", 1, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "c", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	int64_t seq[3];
 	for (int i = 0; i < 3; i++) {
@@ -183,7 +183,7 @@ TEST(store_intents_never_share_an_id_between_cancels_and_creates)
 			   NULL, NULL, NULL) == SQLITE_OK);
 	sqlite3_close(h);
 	struct store *s = alpha_store(db);
-	struct task_req q = {"alpha", "i", 1, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "i", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	enum task_state st;
 	int changed;

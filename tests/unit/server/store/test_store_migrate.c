@@ -229,7 +229,7 @@ TEST(store_migration_12_reads_unpublished_intents_from_the_first_one)
 	 * read after the outbox's rows. */
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 100, 100, NULL, 1, &created), 0);
-	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "late", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	int64_t late = store_task_id_seq(res.task_id);
@@ -317,7 +317,7 @@ TEST(store_migration_15_keeps_the_outbox_creates_and_starts_the_cursor_at_the_la
 	CHECK_INT(store_outbox_unpublished_count(s, &n), 0);
 	CHECK_INT(n, 1);
 	/* A new task is its own create intent, after the outbox's row. */
-	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "new", 1, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	char want[64];
@@ -375,7 +375,8 @@ TEST(store_migration_16_leaves_old_tasks_to_the_worker_and_keeps_new_workloads)
 	CHECK_INT(pol.memory_max, 1 << 30);
 	json_decref(pol.allowed_images);
 	struct task_req q = { "alpha", "wl", 1, 1, 1, 60, "LS", "normal",
-			      "{\"cpu\":\"1\",\"image\":\"busybox\",\"memory\":\"1Gi\"}" };
+			      "{\"cpu\":\"1\",\"image\":\"busybox\",\"memory\":\"1Gi\"}",
+			      STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK_INT(store_task_load(s, res.task_id, t), 0);
@@ -598,7 +599,7 @@ static void unreleased_ids(sqlite3 *h, char *out, size_t len)
 	const char *sql = "SELECT id FROM tasks WHERE seq IN (" STORE_SQL_UNRELEASED("seq", 1) ") "
 			  "ORDER BY seq";
 	CHECKF(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-	store_bind_states(st, 1, 0, TASK_FINAL);
+	store_bind_states(st, 1, TASK_HOLDS_QUOTA, TASK_FINAL);
 	out[0] = '\0';
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		size_t n = strlen(out);
@@ -610,7 +611,8 @@ static void unreleased_ids(sqlite3 *h, char *out, size_t len)
 TEST(store_migration_11_indexes_only_the_final_tasks_holding_quota)
 {
 	/* The one hand-written list of states is the lifecycle table's final states, and every
-	 * other state is active (store_tasks_active relies on it). */
+	 * other state is active (store_tasks_active relies on it) but waiting, which holds
+	 * nothing and is no Job's. */
 	char json[256], want[256] = "(";
 	task_states_json(TASK_FINAL, 0, json, sizeof json);
 	for (const char *p = json; *p; p++) {
@@ -627,8 +629,9 @@ TEST(store_migration_11_indexes_only_the_final_tasks_holding_quota)
 	snprintf(want + wn, sizeof want - wn, ")");
 	CHECK_STR(STORE_SQL_FINAL, want);
 	for (int st = 0; st < TASK_NSTATES; st++)
-		CHECKF(task_state_is(st, TASK_FINAL) || task_state_is(st, TASK_ACTIVE), "%s",
-		       task_state_name(st));
+		CHECKF(task_state_is(st, TASK_FINAL) || task_state_is(st, TASK_ACTIVE) ||
+			       (st == TASK_WAITING && !task_state_is(st, TASK_HOLDS_QUOTA)),
+		       "%s", task_state_name(st));
 
 	const char *db = h_path("v10.db");
 	sqlite3 *h = at_version(db, 10);
@@ -662,8 +665,8 @@ TEST(store_migration_11_indexes_only_the_final_tasks_holding_quota)
 	unreleased_ids(h, got, sizeof got);
 	all[0] = '\0';
 	sqlite3_stmt *st = NULL;
-	CHECK(sqlite3_prepare_v2(h, "SELECT id FROM tasks WHERE released = 0 ORDER BY seq", -1, &st,
-				 NULL) == SQLITE_OK);
+	CHECK(sqlite3_prepare_v2(h, "SELECT id FROM tasks WHERE released = 0 AND state <> 'waiting' "
+				    "ORDER BY seq", -1, &st, NULL) == SQLITE_OK);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		size_t n = strlen(all);
 		snprintf(all + n, sizeof all - n, "%s ", (const char *)sqlite3_column_text(st, 0));
@@ -731,7 +734,7 @@ TEST(store_new_file_has_small_pages_an_old_one_keeps_its_own)
 	t_defer(close_store, s);
 	int created = 0;
 	CHECK_INT(store_team_put(s, "alpha", 1000, 100, NULL, 1, &created), 0);
-	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "one", 16, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK(sqlite3_open(old, &h) == SQLITE_OK);

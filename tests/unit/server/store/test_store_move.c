@@ -34,7 +34,7 @@ static struct store *one_task(const char *name, struct task *t)
 	t_defer(close_store, s);
 	int created;
 	CHECK_INT(store_team_put(s, "alpha", 10240, 400, NULL, 1000, &created), 0);
-	struct task_req q = { "alpha", "t", 1024, 25, 1, 60, "LS", "normal", NULL };
+	struct task_req q = { "alpha", "t", 1024, 25, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result r;
 	CHECK_INT(store_task_submit(s, &q, NULL, "x", 1000, 1000, &r), 0);
 	CHECK_INT(store_task_load(s, r.task_id, t), 0);
@@ -217,15 +217,16 @@ TEST(task_move_tables_and_the_release)
 	/* Migration 11's index condition, built from the table. */
 	CHECK_STR(STORE_SQL_FINAL,
 		  "(state = 'succeeded' OR state = 'failed' OR state = 'cancelled')");
-	/* A final task is looked after and holds its quota until its release, then neither. */
+	/* A final task is looked after and holds its quota until its release, then neither; a
+	 * waiting one never is, nor holds anything. */
 	for (int i = 0; i < TASK_NSTATES; i++) {
 		enum task_state s = (enum task_state)i;
-		int final = task_state_is(s, TASK_FINAL);
+		int final = task_state_is(s, TASK_FINAL), waiting = s == TASK_WAITING;
 		CHECK_INT(task_state_is(s, TASK_AWAITS_RELEASE), final);
-		CHECK(task_flags(s, 0) & TASK_ACTIVE);
-		CHECK(task_flags(s, 0) & TASK_HOLDS_QUOTA);
-		CHECK_INT(!!(task_flags(s, 1) & TASK_ACTIVE), !final);
-		CHECK_INT(!!(task_flags(s, 1) & TASK_HOLDS_QUOTA), !final);
+		CHECK_INT(!!(task_flags(s, 0) & TASK_ACTIVE), !waiting);
+		CHECK_INT(!!(task_flags(s, 0) & TASK_HOLDS_QUOTA), !waiting);
+		CHECK_INT(!!(task_flags(s, 1) & TASK_ACTIVE), !final && !waiting);
+		CHECK_INT(!!(task_flags(s, 1) & TASK_HOLDS_QUOTA), !final && !waiting);
 	}
 	CHECK_INT(task_flags(TASK_NONE, 0), 0);
 	/* The routes to creating and to cancelling, from the states the table allows. */
@@ -243,7 +244,7 @@ TEST(task_move_tables_and_the_release)
 		int cancellable = task_state_is(t.state, TASK_CANCELLABLE);
 		CHECK_INT(task_cancel(&t, &m), cancellable);
 		if (cancellable)
-			CHECK(m.to == TASK_CANCELLING && m.event == TASK_EVENT_CANCEL &&
-			      task_transition_ok(t.state, m.to));
+			CHECK(m.to == (i == TASK_WAITING ? TASK_CANCELLED : TASK_CANCELLING) &&
+			      m.event == TASK_EVENT_CANCEL && task_transition_ok(t.state, m.to));
 	}
 }

@@ -75,7 +75,7 @@ static void wait_sync(struct store *s)
 
 static void submit_later(struct store *s, const char *name)
 {
-	struct task_req q = {"alpha", name, 16, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", name, 16, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_batch_begin_later(s), 0);
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
@@ -125,7 +125,7 @@ TEST(store_sync_full_commit_makes_earlier_ones_durable)
 	CHECK(store_durable_seq(s) < store_commit_seq(s));
 	CHECK_INT(unpublished(s), 0);
 	/* A commit outside such a batch syncs inside SQLite, and with it everything before. */
-	struct task_req q = {"alpha", "two", 16, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "two", 16, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_task_submit(s, &q, NULL, "fp", 10, 100000, &res), 0);
 	CHECK(store_durable_seq(s) == store_commit_seq(s));
@@ -161,7 +161,7 @@ TEST(store_sync_commit_that_wrote_nothing_changes_nothing)
 	CHECK(durable < seq);
 	/* A batch with synchronous=FULL (the reconciler's kind) whose one decision was refused:
 	 * its COMMIT wrote nothing, synced nothing. */
-	struct task_req big = { "alpha", "big", 1000, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req big = { "alpha", "big", 1000, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_batch_begin(s), 0);
 	CHECK_INT(store_task_submit(s, &big, NULL, "fp", 10, 100000, &res), GWB_EQUOTA);

@@ -76,7 +76,7 @@ static long long count_tasks(sqlite3 *db)
 /* n submissions of team alpha in one batch; the batch commits. */
 static void batch(struct store *s, int n)
 {
-	struct task_req q = {"alpha", "t", 16, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "t", 16, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_batch_begin_optimistic(s), 0);
 	for (int i = 0; i < n; i++)
@@ -156,7 +156,7 @@ TEST(store_vfs_spilled_pages_read_back_before_the_commit)
 	long long wal0 = file_size(wal);
 	/* One batch larger than SQLite's page cache (2 MiB): it spills changed pages into the
 	 * WAL before its commit frame, and reads them back while it runs. */
-	struct task_req q = {"alpha", "t", 16, 1, 1, 60, "LS", "normal", NULL };
+	struct task_req q = {"alpha", "t", 16, 1, 1, 60, "LS", "normal", NULL, STORE_ON_FULL_DEFAULT };
 	struct submit_result res;
 	CHECK_INT(store_batch_begin_optimistic(s), 0);
 	int n = 0;
