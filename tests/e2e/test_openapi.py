@@ -1229,6 +1229,11 @@ def case_clients_send_what_the_document_allows(tmp):
                      ["teams", "set", "gamma", "--mem", "4096", "--core", "60"],
                      ["cancel", tid], ["cancel", "--all", "--team", "alpha", "--yes"], ["audit"], ["audit", "repair"]):
             run_tool([ctl, "-o", "json"] + argv, env, "gwbctl " + " ".join(argv))
+        for argv in (["logs", tid, "--tail", "5"], ["logs", "-f", tid]):  # no Pod without a cluster
+            r = subprocess.run([ctl, "-o", "json"] + argv, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60)
+            check(r.returncode != 0 and b"no_pod_yet" in r.stdout, "gwbctl %s: exited %d: %s" % (
+                " ".join(argv), r.returncode, r.stdout.decode(errors="replace")[-500:]))
         n_ctl = len(rec.seen)
         load = os.path.join(bin_dir(), "gwb-load")
         run_tool([load, "--url", url, "--token", ADMIN, "--connections", "2", "--count", "40", "--teams", "alpha,beta",
