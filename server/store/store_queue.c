@@ -402,7 +402,7 @@ static int line_replay_read(struct store *s, const char *team, int64_t from_seq,
 	store_bind_text(st, 1, team);
 	sqlite3_bind_int(st, 2, reach + limit);
 	*first = -1;
-	int rc, in_page = 0;
+	int rc = SQLITE_DONE, in_page = 0;
 	while (in_page < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (r->nw == r->capw) {
 			r->capw = r->capw ? 2 * r->capw : 64;
