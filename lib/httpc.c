@@ -146,6 +146,29 @@ static int transport_error(CURLcode rc, int overflow)
 	}
 }
 
+/* With GWB_HTTPC_RECORD naming a file, each answer is appended there as one JSON line
+ * (method, url, status, the header block, the body unless it streamed), so that a test can
+ * hold what a client received to the API's document (tests/e2e/test_guide.sh). */
+static void record_answer(const char *method, const struct httpc_req *req,
+			  const struct httpc_resp *r)
+{
+	const char *path = getenv("GWB_HTTPC_RECORD");
+	if (!path || !*path || !r->status)
+		return;
+	int streamed = req->on_data && r->status >= 200 && r->status < 300;
+	json_t *line = json_pack("{s:s, s:s, s:I, s:s, s:s%, s:b}", "method", method, "url",
+				 req->url, "status", (json_int_t)r->status, "headers", r->headers,
+				 "body", r->body, r->body_len, "streamed", streamed);
+	char *text = line ? jx_dump(line) : NULL;
+	json_decref(line);
+	FILE *f = text ? fopen(path, "a") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", text);
+		fclose(f);
+	}
+	gwb_free(text);
+}
+
 int httpc_do(struct httpc *c, const struct httpc_req *req, struct httpc_resp *r)
 {
 	memset(r, 0, sizeof *r);
@@ -221,6 +244,7 @@ int httpc_do(struct httpc *c, const struct httpc_req *req, struct httpc_resp *r)
 	r->body_len = sink.len;
 	if (rc == CURLE_OK && r->body_len)
 		r->json = json_loadb(r->body, r->body_len, 0, NULL);
+	record_answer(method, req, r);
 	return out;
 }
 

@@ -4,6 +4,7 @@ the document's own $refs, and x-gwb-max-bytes (a limit in bytes JSON Schema cann
 Imported by tests/e2e/test_openapi.py and tests/e2e/test_page.py from the folder they are
 installed in."""
 import json
+import sys
 import urllib.parse
 
 import jsonschema
@@ -120,3 +121,45 @@ class Contract:
         except ValueError:
             return ["%s: the body is not JSON" % where]
         return ["%s: %s" % (where, e) for e in self.errors({"$ref": "#/components/schemas/Error"}, value)]
+
+
+def record_violations(contract, record, base):
+    """Every way the answers in a GWB_HTTPC_RECORD file (lib/httpc.c) from the server at base
+    break the document; answers from other servers are skipped. Returns (answers, texts)."""
+    seen, out = 0, []
+    with open(record, encoding="utf-8") as f:
+        for line in f:
+            a = json.loads(line)
+            if not a["url"].startswith(base + "/"):
+                continue
+            seen += 1
+            headers = {}
+            for h in a["headers"].split("\r\n")[1:]:
+                if ":" in h:
+                    k, v = h.split(":", 1)
+                    headers[k.strip().lower()] = v.strip()
+            path = a["url"][len(base):]
+            body = "" if a["streamed"] else a["body"]
+            out += contract.answer_violations(a["method"], path, a["status"], headers, body)
+    return seen, out
+
+
+def main(argv):
+    """gwb_openapi.py BASE RECORD: holds the recorded answers from BASE to BASE's own
+    /v1/openapi.json; prints each violation and exits 1 on any."""
+    import urllib.request
+    if len(argv) != 3:
+        print("usage: gwb_openapi.py BASE_URL RECORD.jsonl", file=sys.stderr)
+        return 2
+    base, record = argv[1].rstrip("/"), argv[2]
+    with urllib.request.urlopen(base + "/v1/openapi.json", timeout=10) as r:
+        contract = Contract(json.loads(r.read()))
+    seen, bad = record_violations(contract, record, base)
+    for text in bad:
+        print("openapi: " + text)
+    print("%d answers held to the document, %d violations" % (seen, len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -5,8 +5,10 @@
 # the Set-up blocks (`. .runtime/env`, `ctl`), then the experiment's blocks in order; after each
 # case the guide's clean-up block (fence `sh between`) runs, after clearing kubesim's faults and
 # card health in case the experiment stopped half-way. Blocks whose fence says `sh skip` are not
-# run. One more case checks that the Chinese guide has the same blocks, command for command
-# (comments aside), and that every experiment has a runnable block.
+# run. Every answer gwbctl receives in a case (lib/httpc.c's GWB_HTTPC_RECORD) is then held to
+# the server's OpenAPI document (tests/e2e/gwb_openapi.py). One more case checks that the
+# Chinese guide has the same blocks, command for command (comments aside), and that every
+# experiment has a runnable block.
 #
 # Usage: test_guide [FILTER]   (cases with a word of "test_guide.NAME" starting with FILTER; words
 # split at '.', '_', '-', as the C tests do). Prints one line per case and `N passed, N failed`
@@ -187,9 +189,16 @@ EOF
 			cat "$split/setup.sh" "$tmp/reset.sh" "$split/between.sh"
 		} >"$d/between.sh"
 		t0=$(now_ms)
-		(cd "$work" && timeout -k 5 "$CASE_S" sh -x "$d/case.sh") >"$d/out" 2>&1
+		(cd "$work" && GWB_HTTPC_RECORD=$d/answers.jsonl timeout -k 5 "$CASE_S" \
+			sh -x "$d/case.sh") >"$d/out" 2>&1
 		rc=$?
 		[ $rc -eq 124 ] && echo "case timed out after $CASE_S s" >>"$d/out"
+		# Every answer gwbctl received in the case, held to the server's own document.
+		if [ $rc -eq 0 ] && [ -s "$d/answers.jsonl" ]; then
+			url=$(. "$rt/env" && echo "$GWB_URL")
+			/usr/bin/python3 "$ROOT/tests/e2e/gwb_openapi.py" "$url" "$d/answers.jsonl" \
+				>>"$d/out" 2>&1 || rc=1
+		fi
 		(cd "$work" && timeout -k 5 60 sh -x "$d/between.sh") >"$d/between.out" 2>&1
 		brc=$?
 		if [ $brc -ne 0 ]; then
