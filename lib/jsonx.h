@@ -10,7 +10,7 @@
 
 /* What was wrong with one field: its name and the rule it broke. */
 struct jx_err {
-	char field[64];
+	char field[160]; /* room for "workload.env." and a 128-byte name */
 	char rule[192];
 };
 

@@ -191,6 +191,10 @@ static void answer_and_close(struct conn *c)
 	json_t *err = json_pack("{s:s, s:s}", "code", r->code, "message", r->message);
 	if (err && r->field)
 		json_object_set_new(err, "field", json_string(r->field));
+	/* The router's 413 and 431 name the limit too (docs/API.md). */
+	if (err && (r->status == 413 || r->status == 431))
+		json_object_set_new(err, "max_bytes",
+				    json_integer(r->status == 413 ? c->fr.max_body : c->fr.max_head));
 	json_t *body = err ? json_pack("{s:o}", "error", err) : NULL;
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);

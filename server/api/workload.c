@@ -101,7 +101,7 @@ static int env_name_ok(const char *s)
 
 static int env_check(const json_t *v, struct jx_err *e)
 {
-	char field[64], rule[160];
+	char field[sizeof e->field], rule[160];
 	if (!json_is_object(v) || json_object_size(v) > WORKLOAD_ENV_MAX) {
 		snprintf(rule, sizeof rule, "must be an object of at most %d NAME: value strings",
 			 WORKLOAD_ENV_MAX);

@@ -41,6 +41,7 @@ import threading
 import time
 import traceback
 import urllib.parse
+from fractions import Fraction
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -309,6 +310,20 @@ def rule_bounds(rule):
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+SUFFIX = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
+          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+          "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+
+
+def quantity(text):
+    """A Kubernetes quantity's value in its unit (cores, bytes), exact."""
+    m = re.fullmatch(r"\+?([0-9]*\.?[0-9]*)([a-zA-Z]*)([eE][+-]?[0-9]+)?", text)
+    if not m:
+        raise Failure("not a quantity: %r" % text)
+    v = Fraction(m.group(1)) * SUFFIX[m.group(2)]
+    return v * Fraction(10) ** int(m.group(3)[1:]) if m.group(3) else v
+
+
 def base_value(c, schema):
     s = c.resolve(schema)
     if "enum" in s:
@@ -390,7 +405,9 @@ def probe_object(c, send, schema_ref, base, problems):
         refused(dict(base, not_a_field=1), "not_a_field", "an unknown field")
 
 
-def probe_query(c, srv, path, params, problems):
+def probe_query(c, srv, path, params, problems, ok=200):
+    """Probes the query parameters' limits; ok is the status of a query the operation takes
+    (a log's is 409: no Pod without a cluster, and the query is read first)."""
     for p in map(c.resolve, params):
         s = c.resolve(p["schema"])
         name = p["name"]
@@ -401,7 +418,7 @@ def probe_query(c, srv, path, params, problems):
         if s.get("type") == "integer":
             for v in (s["minimum"], s["maximum"]):
                 st, body = send(v)
-                if st != 200:
+                if st != ok:
                     problems.append("%s?%s=%s: within the limits, answered %s %s" % (path, name, v, st, body))
             for v in (s["minimum"] - 1, s["maximum"] + 1, "x"):
                 st, body = send(v)
@@ -414,7 +431,7 @@ def probe_query(c, srv, path, params, problems):
         elif "enum" in s:
             for v in s["enum"]:
                 st, body = send(v)
-                if st != 200:
+                if st != ok:
                     problems.append("%s?%s=%s: a listed value, answered %s %s" % (path, name, v, st, body))
             st, body = send("not-a-state")
             if invalid_field(st, body, name) is None:
@@ -422,6 +439,186 @@ def probe_query(c, srv, path, params, problems):
     st, _, body = srv.api("GET", path + "?not_a_parameter=1")
     if invalid_field(st, body, "not_a_parameter") is None:
         problems.append("%s?not_a_parameter=1: answered %s %s" % (path, st, body))
+
+
+def at_most(rule):
+    """N of "... at most N ..." in the server's rule text, or None."""
+    m = re.search(r"at most ([^ ]+)", rule or "")
+    return m.group(1) if m else None
+
+
+def probe_workload(c, send, problems):
+    """Probes the limits of the Workload schema with send(workload) -> (status, body) (a dry run
+    of a team whose policy allows the base image), each compared with the server's rule."""
+    w = c.resolve({"$ref": "#/components/schemas/Workload"})
+    props = {k: c.resolve(v) for k, v in w["properties"].items()}
+    base = {"image": "reg.example.com/probe/app:1"}
+
+    def expect(workload, field, why, refused=True):
+        st, ans = send(workload)
+        rule = invalid_field(st, ans, field)
+        if refused and rule is None:
+            problems.append("workload: %s should be refused naming %s, got %s %s" % (why, field, st, ans))
+        if not refused and st != 200:
+            problems.append("workload: %s is within the document's limits and was refused: %s %s" % (why, st, ans))
+        return rule
+
+    def same(what, doc, rule, got):
+        if got != doc:
+            problems.append("workload: %s: the document says %s, the server's rule says %r" % (what, doc, rule))
+
+    # image: its length, its name's, the pattern against the server's grammar
+    img = c.resolve({"$ref": "#/components/schemas/ImageRef"})
+    name_max, total = img["x-gwb-name-max-bytes"], img["maxLength"]
+    name = "reg.example.com/" + "a" * (name_max - len("reg.example.com/"))
+    longest = name + ":" + "t" * 128 + "@sha256:" + "0" * 64
+    check(len(longest) == total, "the longest reference is %d, the document's maxLength %d" % (len(longest), total))
+    expect(dict(base, image=longest), "workload.image", "an image of %d bytes" % total, refused=False)
+    rule = expect(dict(base, image="a" * (total + 1)), "workload.image", "an image of %d bytes" % (total + 1))
+    if rule is not None:
+        same("image", (1, total), rule, tuple(map(int, re.search(r"of ([0-9]+) to ([0-9]+) bytes", rule).groups())))
+    expect(dict(base, image=name + "a"), "workload.image", "a name of %d bytes" % (name_max + 1))
+    for ref in ("busybox", "busybox:1.36", "reg.io:5000/a/b:v1", "localhost/x", "Reg.IO/x__y/z", "a_b/c",
+                "host:5000", "app@sha256:" + "a" * 64, "UPPER", "a__b.c/x", "a..b", "app:", ":5000/x",
+                "a:b:c", "x/y@sha256:" + "A" * 64, "a-/x", "a/-b", "a/b:.t", "a/b:" + "t" * 129):
+        ok = re.fullmatch(img["pattern"], ref) is not None
+        expect(dict(base, image=ref), "workload.image", "the image %r (%s the pattern)" % (
+            ref, "matching" if ok else "not matching"), refused=not ok)
+    # command and args: their counts and their strings' bytes
+    for key in ("command", "args"):
+        p = props[key]
+        lo, hi = p.get("minItems", 0), p["maxItems"]
+        first = ["/bin/probe"] if key == "command" else []
+        item = c.resolve(p["items"])
+        expect(dict(base, **{key: first + ["a"] * (hi - len(first))}), "workload." + key,
+               "%d %s" % (hi, key), refused=False)
+        rule = expect(dict(base, **{key: first + ["a"] * (hi + 1 - len(first))}), "workload." + key,
+                      "%d %s" % (hi + 1, key))
+        if rule is not None:
+            same(key, (lo, hi), rule, tuple(map(int, re.search(r"of ([0-9]+) to ([0-9]+)", rule).groups())))
+        if lo:
+            expect(dict(base, **{key: []}), "workload." + key, "no %s" % key)
+        n = item["x-gwb-max-bytes"]
+        at = len(first)
+        expect(dict(base, **{key: first + ["é" * (n // 2)]}), "workload.%s[%d]" % (key, at),
+               "a string of %d bytes" % n, refused=False)
+        rule = expect(dict(base, **{key: first + ["é" * (n // 2) + "a"]}), "workload.%s[%d]" % (key, at),
+                      "a string of %d bytes" % (n + 1))
+        if rule is not None:
+            same(key + " items", n, rule, int(at_most(rule)))
+        expect(dict(base, **{key: first + [7]}), "workload.%s[%d]" % (key, at), "a number")
+    first = c.resolve(props["command"]["prefixItems"][0])
+    expect(dict(base, command=["bin/sh"]), "workload.command[0]", "a relative program (not %s)" % first["pattern"])
+    expect(dict(base, command=["/"]), "workload.command[0]", "a program of %d character" % (first["minLength"] - 1))
+    # env: its count, its names, its values
+    env = props["env"]
+    names = c.resolve(env["propertyNames"])
+    n = env["maxProperties"]
+    expect(dict(base, env={"V%d" % i: "x" for i in range(n)}), "workload.env", "%d variables" % n, refused=False)
+    rule = expect(dict(base, env={"V%d" % i: "x" for i in range(n + 1)}), "workload.env", "%d variables" % (n + 1))
+    if rule is not None:
+        same("env", n, rule, int(at_most(rule)))
+    n = names["maxLength"]
+    expect(dict(base, env={"A" * n: "x"}), "workload.env." + "A" * n, "a name of %d" % n, refused=False)
+    rule = expect(dict(base, env={"A" * (n + 1): "x"}), "workload.env." + "A" * (n + 1), "a name of %d" % (n + 1))
+    if rule is not None:
+        same("env names", (names["minLength"], n), rule,
+             tuple(map(int, re.search(r"([0-9]+) to ([0-9]+)", rule).groups())))
+    for bad in ("1A", "A-B", "A B"):
+        check(not re.fullmatch(names["pattern"], bad), "the name pattern allows %r" % bad)
+        expect(dict(base, env={bad: "x"}), "workload.env." + bad, "the name %r" % bad)
+    reserved = names["not"]["anyOf"]
+    for r in reserved[0]["enum"]:
+        expect(dict(base, env={r: "x"}), "workload.env." + r, "the reserved name %s" % r)
+    for prefix in re.fullmatch(r"\^\((.*)\)", reserved[1]["pattern"]).group(1).split("|"):
+        expect(dict(base, env={prefix + "X": "x"}), "workload.env.%sX" % prefix, "the reserved prefix %s" % prefix)
+        expect(dict(base, env={"X" + prefix: "x"}), "", "the name X%s" % prefix, refused=False)
+    n = c.resolve(env["additionalProperties"])["x-gwb-max-bytes"]
+    expect(dict(base, env={"V": "é" * (n // 2)}), "workload.env.V", "a value of %d bytes" % n, refused=False)
+    rule = expect(dict(base, env={"V": "é" * (n // 2) + "a"}), "workload.env.V", "a value of %d bytes" % (n + 1))
+    if rule is not None:
+        same("env values", n, rule, int(at_most(rule)))
+    # working_dir
+    p = props["working_dir"]
+    n = p["x-gwb-max-bytes"]
+    expect(dict(base, working_dir="/" + "a" * (n - 1)), "", "a working_dir of %d bytes" % n, refused=False)
+    rule = expect(dict(base, working_dir="/" + "a" * n), "workload.working_dir", "a working_dir of %d bytes" % (n + 1))
+    if rule is not None:
+        same("working_dir", n, rule, int(at_most(rule)))
+    expect(dict(base, working_dir="work"), "workload.working_dir", "a relative working_dir")
+    # cpu and memory: above 0, at most the document's maximum
+    for key, over in (("cpu", "m"), ("memory", "")):
+        q = props[key]["x-gwb-quantity"]
+        top = quantity(q["max"])
+        expect(dict(base, **{key: q["max"]}), "", "%s %s" % (key, q["max"]), refused=False)
+        past = "%dm" % (top * 1000 + 1) if over == "m" else "%d" % (top + 1)
+        rule = expect(dict(base, **{key: past}), "workload." + key, "%s %s" % (key, past))
+        if rule is not None:
+            same(key, top, rule, quantity(at_most(rule)))
+        for bad in ("0", "-1", "1x", "", 1):
+            expect(dict(base, **{key: bad}), "workload." + key, "%s %r" % (key, bad))
+    # the rest: unknown members, the image required, the whole's bytes
+    expect(dict(base, bogus=1), "workload.bogus", "an unknown member")
+    expect({}, "workload.image", "no image")
+    n = w["x-gwb-max-json-bytes"]
+
+    def sized(total):
+        v = dict(base, env={"A": "", "B": "", "C": "", "D": ""})
+        room = total - len(json.dumps(v, separators=(",", ":"), sort_keys=True))
+        for k in "ABCD":
+            v["env"][k] = "x" * min(room, 4096)
+            room -= len(v["env"][k])
+        return v
+    expect(sized(n), "", "a workload of %d bytes" % n, refused=False)
+    rule = expect(sized(n + 1), "workload", "a workload of %d bytes" % (n + 1))
+    if rule is not None:
+        same("the whole", n, rule, int(at_most(rule)))
+
+
+def probe_policy(c, put, problems):
+    """Probes the limits of WorkloadPolicyPut with put(workload_policy) -> (status, body)."""
+    pol = c.resolve({"$ref": "#/components/schemas/WorkloadPolicyPut"})
+    images = c.resolve(pol["properties"]["allowed_images"])
+    prefix = c.resolve(images["items"])
+
+    def expect(policy, field, why, refused=True):
+        st, ans = put(policy)
+        rule = invalid_field(st, ans, field)
+        if refused and rule is None:
+            problems.append("workload_policy: %s should be refused naming %s, got %s %s" % (why, field, st, ans))
+        if not refused and st not in (200, 201):
+            problems.append("workload_policy: %s is within the document's limits and was refused: %s %s" % (why, st, ans))
+        return rule
+    n = images["maxItems"]
+    expect({"allowed_images": ["reg.example.com/%d/" % i for i in range(n)]}, "", "%d prefixes" % n, refused=False)
+    expect({"allowed_images": ["reg.example.com/%d/" % i for i in range(n + 1)]},
+           "workload_policy.allowed_images[%d]" % n, "%d prefixes" % (n + 1))
+    n = prefix["maxLength"]
+    expect({"allowed_images": ["a" * n]}, "", "a prefix of %d" % n, refused=False)
+    rule = expect({"allowed_images": ["a" * (n + 1)]}, "workload_policy.allowed_images[0]", "a prefix of %d" % (n + 1))
+    got = re.search(r"([0-9]+) to ([0-9]+)", rule or "")
+    if rule is not None and (not got or tuple(map(int, got.groups())) != (prefix["minLength"], n)):
+        problems.append("workload_policy: prefixes: the document says %s to %s, the server's rule says %r" % (
+            prefix["minLength"], n, rule))
+    for bad in ("", "a b", "reg.io/é", 7):
+        ok = isinstance(bad, str) and re.fullmatch(prefix["pattern"], bad)
+        check(not ok, "the prefix pattern allows %r" % bad)
+        expect({"allowed_images": [bad]}, "workload_policy.allowed_images[0]", "the prefix %r" % bad)
+    expect({"allowed_images": None}, "workload_policy.allowed_images", "null allowed_images")
+    for key in ("cpu", "memory"):
+        q = c.resolve({"$ref": "#/components/schemas/%sQuantity" % key.capitalize()})["x-gwb-quantity"]
+        top = quantity(q["max"])
+        past = "%dm" % (top * 1000 + 1) if q["unit"] == "millicores" else "%d" % (top + 1)
+        expect({key: {"default": q["max"], "max": q["max"]}}, "", "%s at its maximum" % key, refused=False)
+        expect({key: None}, "", "%s null" % key, refused=False)
+        expect({key: {"default": None, "max": None}}, "", "%s of nulls" % key, refused=False)
+        for part in ("default", "max"):
+            expect({key: {part: past}}, "workload_policy.%s.%s" % (key, part), "%s.%s %s" % (key, part, past))
+            expect({key: {part: "0"}}, "workload_policy.%s.%s" % (key, part), "%s.%s 0" % (key, part))
+        expect({key: {"default": "2", "max": "1"}}, "workload_policy.%s.default" % key, "%s: the default above the maximum" % key)
+        expect({key: {"bogus": "1"}}, "workload_policy." + key, "%s with an unknown member" % key)
+        expect({key: "1"}, "workload_policy." + key, "%s a quantity, not an object" % key)
+    expect({"bogus": 1}, "workload_policy.bogus", "an unknown member")
 
 
 def case_limits_match_the_server(tmp):
@@ -442,6 +639,20 @@ def case_limits_match_the_server(tmp):
             return st, ans
         team_base = {"gpu_memory_mib": 0, "gpu_core_percent": 0, "token": "probe-token-0"}
         probe_object(c, put, "#/components/schemas/TeamPut", team_base, problems)
+        probe_policy(c, lambda pol: put({"gpu_memory_mib": 0, "gpu_core_percent": 0, "workload_policy": pol}),
+                     problems)
+
+        # A workload's limits, in dry runs of a team that may run the probe's image.
+        st, _, ans = srv.api("PUT", "/v1/teams/wl-probe", ADMIN, {
+            "gpu_memory_mib": 1024, "gpu_core_percent": 100,
+            "workload_policy": {"allowed_images": ["reg.example.com/", "busybox", "reg.io:5000/", "localhost/",
+                                                   "Reg.IO/", "a_b/", "host", "app", "x/", "a/"]}})
+        check(st in (200, 201), "PUT wl-probe: %s %s" % (st, ans))
+        wl_base = {"team": "wl-probe", "gpu_memory_mib": 1, "gpu_core_percent": 1}
+        probe_workload(c, lambda w: dry(dict(wl_base, workload=w)), problems)
+        st, ans = dry(dict(wl_base, experiment="normal", workload={"image": "busybox"}))
+        if invalid_field(st, ans, "experiment") is None:
+            problems.append("a workload with an experiment (the document's dependentSchemas): %s %s" % (st, ans))
 
         # The Idempotency-Key header's limits.
         key = c.resolve(c.doc["components"]["parameters"]["IdempotencyKey"])["schema"]
@@ -453,6 +664,11 @@ def case_limits_match_the_server(tmp):
         # The query parameters of the list.
         list_op = c.doc["paths"]["/v1/tasks"]["get"]
         probe_query(c, srv, "/v1/tasks", list_op["parameters"], problems)
+        # A log's: without a cluster a task has no Pod (409), and the query is read first.
+        st, _, t = srv.api("POST", "/v1/tasks", ADMIN, base)
+        check(st == 201, "a task for the log's query: %s %s" % (st, t))
+        logs = "/v1/tasks/%s/logs" % t["id"]
+        probe_query(c, srv, logs, c.doc["paths"]["/v1/tasks/{id}/logs"]["get"]["parameters"], problems, ok=409)
 
         # The defaults the document gives are the ones a submission gets.
         st, _, task = srv.api("POST", "/v1/tasks", ADMIN, base)
@@ -489,6 +705,17 @@ def no_surrogates(s):
     return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in s)
 
 
+def image_name_ok(schema, v):
+    """An image reference's name (registry and path, before its tag and digest) within the
+    schema's x-gwb-name-max-bytes, where it has one."""
+    if "x-gwb-name-max-bytes" not in schema:
+        return True
+    name = v.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name[:name.rindex(":")]
+    return len(name.encode()) <= schema["x-gwb-name-max-bytes"]
+
+
 class Gen:
     """Hypothesis strategies of the document's request values, valid ones."""
 
@@ -500,9 +727,27 @@ class Gen:
     def value(self, schema):
         st = self.st
         s = self.c.resolve(schema)
+        for k in ("oneOf", "anyOf"):
+            if k in s:
+                return st.one_of([self.value(x) for x in s[k]])
         if "enum" in s:
             return st.sampled_from(s["enum"])
         t = s.get("type")
+        if t == "null":
+            return st.none()
+        if "x-gwb-quantity" in s:
+            return self.quantity(s["x-gwb-quantity"])
+        if t == "array":
+            # a few items: a request of many long ones would pass the body's own bounds
+            prefix = [self.value(x) for x in s.get("prefixItems", [])]
+            hi = max(min(s.get("maxItems", 6), 6) - len(prefix), 0)
+            rest = st.lists(self.value(s.get("items", {"type": "string"})),
+                            min_size=min(max(s.get("minItems", 0) - len(prefix), 0), hi), max_size=hi)
+            return st.tuples(st.tuples(*prefix), rest).map(lambda hr: list(hr[0]) + hr[1])
+        if t == "object" and isinstance(s.get("additionalProperties"), dict) and not s.get("properties"):
+            return st.dictionaries(self.value(s.get("propertyNames", {"type": "string"})),
+                                   self.value(s["additionalProperties"]),
+                                   max_size=min(s.get("maxProperties", 6), 6))
         if t == "integer":
             lo, hi = s.get("minimum", -(1 << 40)), s.get("maximum", 1 << 40)
             return st.one_of(st.integers(lo, hi), st.sampled_from([lo, hi]))
@@ -511,19 +756,52 @@ class Gen:
         if t == "string":
             lo = s.get("minLength", 0)
             hi = min(s.get("maxLength", 64), s.get("x-gwb-max-bytes", 1 << 30))
+            if hi >= 1024:  # a workload's texts: short, so that many fit its 16320 bytes
+                hi = 64
             maxb = s.get("x-gwb-max-bytes")
+            valid = self.c.validator(schema)
             if "pattern" in s:
                 base = st.from_regex(s["pattern"], fullmatch=True)
             else:
                 base = st.text(min_size=lo, max_size=hi)
-            return base.filter(lambda v: lo <= len(v) <= s.get("maxLength", 1 << 30) and no_surrogates(v)
-                               and (maxb is None or len(v.encode()) <= maxb))
+            cap = hi if hi < min(s.get("maxLength", 64), s.get("x-gwb-max-bytes", 1 << 30)) else s.get("maxLength", 1 << 30)
+            return base.filter(lambda v: lo <= len(v) <= cap
+                               and no_surrogates(v) and (maxb is None or len(v.encode()) <= maxb)
+                               and image_name_ok(s, v) and valid.is_valid(v))
         if t == "object":
             props = s.get("properties", {})
             req = s.get("required", [])
-            return st.fixed_dictionaries({k: self.value(props[k]) for k in req},
-                                         optional={k: self.value(v) for k, v in props.items() if k not in req})
+            d = st.fixed_dictionaries({k: self.value(props[k]) for k in req},
+                                      optional={k: self.value(v) for k, v in props.items() if k not in req})
+            deps = s.get("dependentSchemas", {})
+            if deps:  # {"workload": {"not": {"required": ["experiment"]}}}: the other one goes
+                def drop(v):
+                    for k, dep in deps.items():
+                        if k in v:
+                            for other in dep.get("not", {}).get("required", []):
+                                v.pop(other, None)
+                    return v
+                d = d.map(drop)
+            if set(props) == {"default", "max"}:  # a policy's amounts: the default at most the maximum
+                def order(v):
+                    if v.get("default") is not None and v.get("max") is not None and \
+                            quantity(v["default"]) > quantity(v["max"]):
+                        v["default"], v["max"] = v["max"], v["default"]
+                    return v
+                d = d.map(order)
+            return d
         raise Failure("no strategy for %s" % s)
+
+    def quantity(self, q):
+        """A quantity above 0 and at most q["max"], in one of the forms a client writes."""
+        st = self.st
+        top = quantity(q["max"])
+        if q["unit"] == "millicores":
+            return st.one_of(st.integers(1, int(top * 1000)).map(lambda m: "%dm" % m),
+                             st.integers(1, int(top)).map(str))
+        return st.one_of(st.integers(1, int(top)).map(str),
+                         st.integers(1, int(top) >> 20).map(lambda m: "%dMi" % m),
+                         st.integers(1, int(top) >> 30).map(lambda g: "%dGi" % g))
 
 
 def broken_body(draw, st, c, schema, valid):
@@ -951,6 +1229,11 @@ def case_clients_send_what_the_document_allows(tmp):
                      ["teams", "set", "gamma", "--mem", "4096", "--core", "60"],
                      ["cancel", tid], ["cancel", "--all", "--team", "alpha", "--yes"], ["audit"], ["audit", "repair"]):
             run_tool([ctl, "-o", "json"] + argv, env, "gwbctl " + " ".join(argv))
+        for argv in (["logs", tid, "--tail", "5"], ["logs", "-f", tid]):  # no Pod without a cluster
+            r = subprocess.run([ctl, "-o", "json"] + argv, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60)
+            check(r.returncode != 0 and b"no_pod_yet" in r.stdout, "gwbctl %s: exited %d: %s" % (
+                " ".join(argv), r.returncode, r.stdout.decode(errors="replace")[-500:]))
         n_ctl = len(rec.seen)
         load = os.path.join(bin_dir(), "gwb-load")
         run_tool([load, "--url", url, "--token", ADMIN, "--connections", "2", "--count", "40", "--teams", "alpha,beta",

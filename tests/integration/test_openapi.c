@@ -212,9 +212,14 @@ TEST(openapi_check_refuses_a_field_renamed_dropped_added_or_mistyped)
 	       why);
 	json_decref(bad);
 
-	bad = edited(task, NULL, "workload", json_string("x"), NULL);
+	bad = edited(task, NULL, "workloads", json_string("x"), NULL);
 	why = verdict("GET", path, 200, bad);
-	CHECKF(strstr(why, "\"workload\" is not in the schema"), "added: %s", why);
+	CHECKF(strstr(why, "\"workloads\" is not in the schema"), "added: %s", why);
+	json_decref(bad);
+
+	bad = edited(task, "pod", "waiting", json_pack("{s:s}", "reason", "ErrImagePull"), NULL);
+	why = verdict("GET", path, 200, bad);
+	CHECKF(strstr(why, "/pod/waiting"), "waiting without its message: %s", why);
 	json_decref(bad);
 
 	bad = edited(task, "request", "gpu_count", json_string("1"), NULL);
@@ -240,4 +245,116 @@ TEST(openapi_check_refuses_a_field_renamed_dropped_added_or_mistyped)
 	CHECKF(strstr(why, "/error/code"), "error code: %s", why);
 	json_decref(bad);
 	h_resp_free(&r);
+}
+
+TEST(openapi_workloads_policies_and_logs_answer_as_the_document_says)
+{
+	struct h_server s;
+	start(&s);
+	const char *A = s.admin;
+	expect(&s, "PUT", "/v1/teams/gamma", A,
+	       "{\"gpu_memory_mib\": 8192, \"gpu_core_percent\": 400, \"workload_policy\": "
+	       "{\"allowed_images\": [\"reg.example.com/gamma/\"], \"cpu\": {\"default\": "
+	       "\"500m\", \"max\": \"2\"}, \"memory\": {\"default\": null, \"max\": \"4Gi\"}}}",
+	       201);
+	expect(&s, "GET", "/v1/teams/gamma", A, NULL, 200);
+	expect(&s, "PUT", "/v1/teams/gamma", A,
+	       "{\"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, \"workload_policy\": "
+	       "{\"cpu\": {\"default\": \"3\", \"max\": \"2\"}}}",
+	       400);
+	const char *wl = "{\"team\": \"gamma\", \"gpu_memory_mib\": 1024, \"gpu_core_percent\": 10, "
+			 "\"workload\": {\"image\": \"reg.example.com/gamma/train:v3\", \"command\": "
+			 "[\"/bin/sh\", \"-c\"], \"args\": [\"exit 0\"], \"env\": {\"EPOCHS\": \"3\"}, "
+			 "\"working_dir\": \"/work\", \"memory\": \"1024Mi\"}}";
+	struct h_resp r;
+	h_req(&r, "POST", s.proc.url, "/v1/tasks", A, wl, NULL);
+	CHECKF(r.status == 201, "a workload: %ld %s", r.status, r.body);
+	char path[160];
+	snprintf(path, sizeof path, "/v1/tasks/%s",
+		 json_string_value(json_object_get(r.json, "id")));
+	CHECK_STR(json_string_value(json_object_get(json_object_get(r.json, "workload"), "cpu")),
+		  "500m");
+	h_resp_free(&r);
+	expect(&s, "GET", path, A, NULL, 200);
+	expect(&s, "GET", "/v1/tasks?team=gamma", A, NULL, 200);
+	expect(&s, "POST", "/v1/tasks?dry_run=true", A, wl, 200);
+	expect(&s, "POST", "/v1/tasks", A,
+	       "{\"team\": \"gamma\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, "
+	       "\"workload\": {\"image\": \"docker.io/library/busybox\"}}",
+	       403);
+	expect(&s, "POST", "/v1/tasks", A,
+	       "{\"team\": \"gamma\", \"gpu_memory_mib\": 1, \"gpu_core_percent\": 1, "
+	       "\"workload\": {\"image\": \"reg.example.com/gamma/x\", \"cpu\": \"3\"}}",
+	       400);
+	/* A log: no Pod without a cluster; the query's rules; another team's task. */
+	char logs[200];
+	snprintf(logs, sizeof logs, "%s/logs?tail=5", path);
+	expect(&s, "GET", logs, A, NULL, 409);
+	snprintf(logs, sizeof logs, "%s/logs?tail=10001", path);
+	expect(&s, "GET", logs, A, NULL, 400);
+	snprintf(logs, sizeof logs, "%s/logs?follow=yes", path);
+	expect(&s, "GET", logs, A, NULL, 400);
+	snprintf(logs, sizeof logs, "%s/logs", path);
+	expect(&s, "GET", logs, ALPHA, NULL, 404);
+	expect(&s, "GET", logs, NULL, NULL, 401);
+	/* The front door's 413 names its limit, as the router's does. */
+	char *big = gwb_malloc(70000);
+	memset(big, ' ', 69999);
+	big[0] = '{';
+	big[69998] = '}';
+	big[69999] = '\0';
+	expect(&s, "POST", "/v1/tasks", A, big, 413);
+	gwb_free(big);
+}
+
+/* The answer to raw request bytes, checked as h_http checks an answer: "" when it holds. */
+static const char *raw_verdict(struct h_server *s, const char *method, const char *path,
+			       const char *bytes, long *status)
+{
+	static char why[1024];
+	char *ans = h_raw(s->proc.url, bytes, strlen(bytes), 5000);
+	*status = 0;
+	sscanf(ans, "HTTP/1.1 %ld", status);
+	char *body = strstr(ans, "\r\n\r\n");
+	why[0] = '\0';
+	if (!body) {
+		snprintf(why, sizeof why, "no answer: %s", ans);
+		gwb_free(ans);
+		return why;
+	}
+	*body = '\0';
+	body += 4;
+	const char *eol = strstr(ans, "\r\n");
+	json_t *v = json_loads(body, 0, NULL);
+	struct h_answer a = { method, path, *status, "application/json", 1, eol ? eol + 2 : "",
+			      strlen(body), v };
+	h_schema_check(&a, why, sizeof why);
+	json_decref(v);
+	gwb_free(ans);
+	return why;
+}
+
+TEST(openapi_front_door_refusals_hold_on_any_path)
+{
+	struct h_server s;
+	start(&s);
+	long st;
+	CHECK_STR(raw_verdict(&s, "GET", "/v1/teams", "GET /v1/teams HTTP/1.1\r\n\r\n", &st), "");
+	CHECK_INT(st, 400); /* missing_host */
+	CHECK_STR(raw_verdict(&s, "GET", "/healthz", "GET /healthz HTTP/1.7\r\nHost: x\r\n\r\n",
+			      &st),
+		  "");
+	CHECK_INT(st, 505);
+	CHECK_STR(raw_verdict(&s, "POST", "/v1/tasks",
+			      "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+			      "Transfer-Encoding: chunked\r\n\r\n{}",
+			      &st),
+		  "");
+	CHECK_INT(st, 400); /* ambiguous_framing */
+	/* A front door code under a status it is not documented for is still refused. */
+	json_t *v = json_pack("{s:{s:s, s:s, s:s}}", "error", "code", "missing_host", "message",
+			      "x", "id", "t-nope");
+	const char *why = verdict("GET", "/v1/tasks/t-nope", 404, v);
+	CHECKF(strstr(why, "/error/code"), "a front door code under 404: %s", why);
+	json_decref(v);
 }

@@ -142,8 +142,10 @@ TEST(store_ckpt_commits_go_on_beside_the_thread)
 			submit_batch(s, 4); /* while the checkpoint runs, or just after */
 			total += 4;
 		}
+		/* Frames committed while it ran may be left for the next one (EBUSY), never
+		 * anything worse. */
 		int rc = ckpt_wait(s);
-		CHECKF(rc == 0, "checkpoint: %s", err_name(rc));
+		CHECKF(rc == 0 || rc == GWB_EBUSY, "checkpoint: %s", err_name(rc));
 	}
 	/* The last one, with nothing committed during it, takes everything. */
 	ckpt_ask(s);
