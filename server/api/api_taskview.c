@@ -11,6 +11,7 @@
 #include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "server/api/api.h"
+#include "server/recon/usage.h"
 
 /* The store keeps "" and NULL apart from nothing: an empty text column is shown as null. */
 static json_t *text(const char *v)
@@ -223,7 +224,8 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	/* A task just submitted was last updated when it was created: formatted once. */
 	set(o, "updated_at", t->updated_at == t->created_at ? json_string(created)
 							     : time_of(1, t->updated_at));
-	set(o, "usage", usage_unknown());
+	json_t *usage = usage_task_json(t);
+	set(o, "usage", usage ? usage : usage_unknown());
 	set(o, "workload", workload_json(t));
 	return o;
 }
@@ -654,7 +656,7 @@ int api_task_view_sorted(const struct task *t)
 	/* The parts built from outside text (the annotation's cards, the stored diagnosis, the
 	 * workload, the termination message) are shaped by jansson: the writer leaves them out. */
 	return !t->allocation[0] && !t->pending_message[0] && !t->pending_diagnosis[0] &&
-	       !t->workload[0] && !t->termination_message[0];
+	       !t->workload[0] && !t->termination_message[0] && !usage_task_json_varies();
 }
 
 static json_t *str_or_null(const char *v)
