@@ -424,13 +424,21 @@ int usage_task_json_varies(void)
 	return U.on;
 }
 
-double usage_card_memory_mib(const char *uuid)
+json_t *usage_card_json(const char *uuid)
 {
-	json_t *c = U.on ? json_object_get(U.cards, uuid) : NULL;
-	if (!c || !json_object_get(c, "mem_mib") ||
-	    clock_now_ms() - json_integer_value(json_object_get(c, "at")) > stale_after_ms())
-		return -1;
-	return json_number_value(json_object_get(c, "mem_mib"));
+	if (!U.on)
+		return NULL;
+	json_t *c = uuid ? json_object_get(U.cards, uuid) : NULL;
+	int64_t at = json_integer_value(json_object_get(c, "at"));
+	if (!c || !json_object_get(c, "mem_mib") || clock_now_ms() - at > stale_after_ms())
+		return json_null();
+	char ts[40];
+	json_t *u = json_object_get(c, "util");
+	return json_pack("{s:s, s:I, s:o, s:s, s:s}", "status",
+			 json_is_true(json_object_get(c, "sim")) ? "simulated" : "measured",
+			 "gpu_memory_mib", (json_int_t)llround(json_number_value(json_object_get(c, "mem_mib"))),
+			 "sm_percent", u ? json_real(round(json_number_value(u) * 10) / 10) : json_null(),
+			 "at", clock_fmt_rfc3339_ms(at, ts, sizeof ts), "source", U.cfg->usage_format);
 }
 
 void usage_metrics_write(struct evbuffer *out)

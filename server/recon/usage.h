@@ -39,9 +39,11 @@ json_t *usage_task_json(const struct task *t);
  * constant view of an unknown usage does not apply). */
 int usage_task_json_varies(void);
 
-/* Measured memory on the card with that UUID (MiB, summed over its Pods or the card's own),
- * or -1 when no fresh sample has it. */
-double usage_card_memory_mib(const char *uuid);
+/* The card's figures for GET /v1/devices (new reference): {status (measured or simulated),
+ * gpu_memory_mib (dcgm: the card's; hami: summed over its Pods), sm_percent (dcgm only, else
+ * null), at, source}, or a JSON null when no fresh sample has the card; NULL without a
+ * collector. */
+json_t *usage_card_json(const char *uuid);
 
 /* Appends the collector's health: gwb_usage_scrapes_total, gwb_usage_scrape_failures_total,
  * gwb_usage_samples, gwb_usage_bad_lines_total and gwb_usage_sample_age_seconds. */

@@ -310,7 +310,8 @@ TEST_T(usage_dcgm_shared_card_stays_on_the_card, 90)
 	const char *a = submit(&st, 1024, 60), *b = submit(&st, 1024, 60);
 	json_t *ta = wait_str(&st, a, "state", "running", 20000);
 	json_t *tb = wait_str(&st, b, "state", "running", 20000);
-	const char *uuid = js(ta, "allocation.cards.0.id");
+	char uuid[128];
+	snprintf(uuid, sizeof uuid, "%s", js(ta, "allocation.cards.0.id"));
 	CHECK_STR(js(tb, "allocation.cards.0.id"), uuid);
 	char text[4096];
 	snprintf(text, sizeof text,
@@ -338,4 +339,15 @@ TEST_T(usage_dcgm_shared_card_stays_on_the_card, 90)
 		CHECK(strstr(js(t, "usage.reason"), "is shared") != NULL);
 		json_decref(t);
 	}
+	/* The card's figure is on the card, beside what was allocated there. */
+	struct h_resp r;
+	h_req(&r, "GET", st.srv.proc.url, "/v1/devices", TOK, NULL, NULL);
+	CHECK_INT(r.status, 200);
+	json_t *card = jget(r.json, "cards.0");
+	CHECK_STR(js(card, "id"), uuid);
+	CHECK_STR(js(card, "measured.status"), "measured");
+	CHECK_INT(json_integer_value(jget(card, "measured.gpu_memory_mib")), 2000);
+	CHECK(json_number_value(jget(card, "measured.sm_percent")) == 70.0);
+	CHECK_INT(json_integer_value(jget(card, "allocated.gpu_memory_mib")), 2048);
+	h_resp_free(&r);
 }
