@@ -262,6 +262,18 @@ TEST_T(usage_hami_standin_measured_ignored_stale, 120)
 	CHECK_INT(json_integer_value(jget(tb, "usage.gpu_memory_mib")), 300);
 	CHECK(json_number_value(jget(tb, "usage.sm_percent")) == 55.0);
 	json_decref(tb);
+	/* The team: used beside reserved, and b uses less than a quarter of its 2048 MiB. */
+	struct h_resp tr;
+	h_req(&tr, "GET", st.srv.proc.url, "/v1/teams/alpha", TOK, NULL, NULL);
+	CHECK_INT(tr.status, 200);
+	CHECK_STR(js(tr.json, "usage.status"), "measured");
+	CHECK_INT(json_integer_value(jget(tr.json, "usage.gpu_memory_mib")), 512 + 300);
+	CHECK_INT(json_integer_value(jget(tr.json, "reserved.gpu_memory_mib")), 1024 + 2048);
+	CHECK_INT((long long)json_array_size(jget(tr.json, "usage.underused")), 1);
+	CHECK_STR(js(tr.json, "usage.underused.0.task"), b);
+	h_resp_free(&tr);
+	CHECK(h_metric(st.srv.proc.url, "gwb_team_used_gpu_memory_mib", "team=\"alpha\"") ==
+	      512 + 300);
 
 	/* Garbage, then a body past the cap: counted, nothing else. */
 	double bad0 = h_metric(st.srv.proc.url, "gwb_usage_scrape_failures_total", NULL);
