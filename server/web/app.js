@@ -60,6 +60,8 @@
       "detail.nopending": "It is not waiting.",
       "detail.cancelled": "Cancel requested ({status}: {what}).",
       "usage.unknown": "unknown",
+      "usage.measured": "measured", "usage.simulated": "simulated (not a measurement)", "usage.stale": "stale",
+      "usage.figures": "{mem} MiB, SM {sm}% at {at} ({source})",
       "usage.why": "Nothing measures what the process really uses on the GPU here: the quota and the allocation are budgets (what it may use), not measurements.",
       "k.runs": "Runs", "k.worker": "the simulated worker (gwb-worker)", "k.entrypoint": "(the image's entrypoint)",
       "k.waiting": "Container waiting",
@@ -150,6 +152,8 @@
       "detail.nopending": "没有在等待。",
       "detail.cancelled": "已请求取消（{status}：{what}）。",
       "usage.unknown": "未知",
+      "usage.measured": "已测量", "usage.simulated": "模拟（不是测量值）", "usage.stale": "已过时",
+      "usage.figures": "{mem} MiB，SM {sm}%，于 {at}（{source}）",
       "usage.why": "这里没有任何东西测量进程在 GPU 上的真实使用量：配额和分配都是预算（允许使用多少），不是测量值。",
       "k.runs": "运行", "k.worker": "模拟 worker（gwb-worker）", "k.entrypoint": "（镜像的入口）",
       "k.waiting": "容器等待中",
@@ -873,8 +877,13 @@
     const us = $("d-usage");
     us.dataset.status = u.status || "unknown";
     us.textContent = "";
-    us.append(el("strong", { text: u.status === "unknown" || !u.status ? t("usage.unknown") : String(u.status) }),
-      " — " + t("usage.why"));
+    if (u.status === "measured" || u.status === "simulated" || u.status === "stale")
+      us.append(el("strong", { text: t("usage." + u.status) }), " — " +
+        t("usage.figures", { mem: u.gpu_memory_mib, sm: u.sm_percent === null || u.sm_percent === undefined ? "—" : u.sm_percent,
+          at: fmtTime(u.at), source: u.source || "" }) + " — " + (u.reason || ""));
+    else
+      us.append(el("strong", { text: t("usage.unknown") }),
+        " — " + (u.reason && u.reason.indexOf("no usage collector") < 0 ? u.reason : t("usage.why")));
 
     // Timeline.
     const ol = $("d-timeline");

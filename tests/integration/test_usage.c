@@ -214,6 +214,18 @@ TEST_T(usage_simulated_monitor_is_simulated_within_budget, 90)
 	json_decref(t);
 	CHECK(h_metric(st.srv.proc.url, "gwb_usage_scrapes_total", NULL) >= 1);
 	CHECK(h_metric(st.srv.proc.url, "gwb_usage_samples", NULL) >= 3);
+	/* gwbctl says it too. */
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "GWB_URL=%s GWB_TOKEN=%s '%s' -o text get %s 2>&1",
+		 st.srv.proc.url, TOK, h_bin("gwbctl"), id);
+	fflush(stdout);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	char out[8192];
+	size_t n = fread(out, 1, sizeof out - 1, p);
+	out[n] = '\0';
+	CHECKF(pclose(p) == 0, "gwbctl get: %s", out);
+	CHECKF(strstr(out, "usage        simulated: 768 MiB") != NULL, "gwbctl get: %s", out);
 }
 
 /* HAMi's format from a stand-in: per task (new names and legacy ones), foreign series

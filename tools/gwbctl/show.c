@@ -184,6 +184,17 @@ void show_task(FILE *out, enum show_mode m, const json_t *task)
 		fprintf(out, "isolation    %s (the worker's verdict): %s\n", str(iso, "verdict"),
 			str(iso, "reason"));
 	result_text(out, json_object_get(task, "result"));
+	const json_t *u = json_object_get(task, "usage");
+	if (json_is_integer(json_object_get(u, "gpu_memory_mib"))) {
+		char sm[32] = "-";
+		const json_t *smv = json_object_get(u, "sm_percent");
+		if (json_is_number(smv))
+			snprintf(sm, sizeof sm, "%.1f", json_number_value(smv));
+		fprintf(out, "usage        %s: %lld MiB, SM %s%% at %s (%s)\n", str(u, "status"),
+			num(u, "gpu_memory_mib"), sm, str(u, "at"), str(u, "source"));
+	}
+	else if (json_is_object(u))
+		fprintf(out, "usage        %s: %s\n", str(u, "status"), str(u, "reason"));
 	const json_t *pending = json_object_get(task, "pending");
 	if (json_is_object(pending)) {
 		const json_t *d = json_object_get(pending, "diagnosis");
