@@ -117,6 +117,10 @@ static void on_hami(struct scrape *sc, const struct promp_sample *s, int sim)
 		json_object_set_new(e, "sim", json_true());
 	if (mem) {
 		add_real(e, "mem_bytes", s->value);
+		/* Per card too, so that a task counts only the cards of its allocation. */
+		if (!json_object_get(e, "by_card"))
+			json_object_set_new(e, "by_card", json_object());
+		add_real(json_object_get(e, "by_card"), uuid ? uuid : "", s->value);
 		if (uuid && uuid[0]) {
 			json_t *c = entry(sc->cards, uuid, sc->at);
 			add_real(c, "mem_mib", s->value / (1024.0 * 1024.0));
@@ -355,13 +359,31 @@ static json_t *figures(double mem_mib, int has_util, double util, int sim, int64
 	return o;
 }
 
-static json_t *hami_task(const char *key)
+/* The Pod's memory on the cards of its allocation (all of its series when the annotation
+ * names no card UUID); -1 when none of its series is on one of them. */
+static double hami_bytes(const struct task *t, json_t *e)
+{
+	struct devalloc a;
+	if (!t->allocation[0] || devalloc_parse(t->allocation, strlen(t->allocation), &a, NULL, 0) ||
+	    !a.ncards || !a.cards[0].id[0])
+		return json_number_value(json_object_get(e, "mem_bytes"));
+	double sum = -1;
+	for (int i = 0; i < a.ncards; i++) {
+		json_t *v = json_object_get(json_object_get(e, "by_card"), a.cards[i].id);
+		if (v)
+			sum = (sum < 0 ? 0 : sum) + json_number_value(v);
+	}
+	return sum;
+}
+
+static json_t *hami_task(const struct task *t, const char *key)
 {
 	json_t *e = json_object_get(U.pods, key);
-	if (!e || !json_object_get(e, "mem_bytes"))
-		return unknown("the monitor has no sample for this Pod");
+	double bytes = e && json_object_get(e, "mem_bytes") ? hami_bytes(t, e) : -1;
+	if (bytes < 0)
+		return unknown("the monitor has no sample for this Pod on the cards of its allocation");
 	json_t *u = json_object_get(e, "util");
-	return figures(json_number_value(json_object_get(e, "mem_bytes")) / (1024.0 * 1024.0),
+	return figures(bytes / (1024.0 * 1024.0),
 		       u != NULL, json_number_value(u), json_is_true(json_object_get(e, "sim")),
 		       json_integer_value(json_object_get(e, "at")));
 }
@@ -416,7 +438,7 @@ json_t *usage_task_json(const struct task *t)
 		return unknown("usage is collected only while the task runs");
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", U.cfg->kube_namespace, t->pod_name);
-	return U.dcgm ? dcgm_task(t, key) : hami_task(key);
+	return U.dcgm ? dcgm_task(t, key) : hami_task(t, key);
 }
 
 int usage_task_json_varies(void)

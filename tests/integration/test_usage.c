@@ -229,7 +229,7 @@ TEST_T(usage_simulated_monitor_is_simulated_within_budget, 90)
 }
 
 /* HAMi's format from a stand-in: per task (new names and legacy ones), foreign series
- * ignored; garbage, a huge body and silence never hurt the server, and quiet means stale. */
+ * (another Pod, another namespace, a card not in the task's allocation) ignored; garbage, a huge body and silence never hurt the server, and quiet means stale. */
 TEST_T(usage_hami_standin_measured_ignored_stale, 120)
 {
 	struct standin mon;
@@ -257,11 +257,14 @@ TEST_T(usage_hami_standin_measured_ignored_stale, 120)
 		 "hami_vgpu_memory_used_bytes{namespace=\"gpu-workbench\",pod=\"someone-else\","
 		 "container=\"x\",vdevice_index=\"0\",device_uuid=\"%s\"} 1e10\n"
 		 "hami_vgpu_memory_used_bytes{namespace=\"other\",pod=\"%s\",container=\"worker\","
-		 "vdevice_index=\"0\",device_uuid=\"%s\"} 9e9\n",
+		 "vdevice_index=\"0\",device_uuid=\"%s\"} 9e9\n"
+		 "hami_vgpu_memory_used_bytes{namespace=\"gpu-workbench\",pod=\"%s\","
+		 "container=\"worker\",vdevice_index=\"1\",device_uuid=\"GPU-not-its-card\"} 7e9\n",
 		 js(ta, "pod.name"), js(ta, "allocation.cards.0.id"), js(ta, "pod.name"),
 		 js(ta, "allocation.cards.0.id"), (long long)clock_now_ms(), js(tb, "pod.name"),
 		 js(tb, "allocation.cards.0.id"), js(tb, "pod.name"), js(tb, "allocation.cards.0.id"),
-		 js(ta, "allocation.cards.0.id"), js(ta, "pod.name"), js(ta, "allocation.cards.0.id"));
+		 js(ta, "allocation.cards.0.id"), js(ta, "pod.name"), js(ta, "allocation.cards.0.id"),
+		 js(ta, "pod.name"));
 	json_decref(ta);
 	json_decref(tb);
 	standin_says(&mon, text);
