@@ -42,6 +42,7 @@ static int v_keypart(const struct setting *s, const char *v, char *why, size_t l
 static const char *const modes[] = { "sim", "kube", NULL };
 static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
 static const char *const strategies[] = { "LeastAllocated", "MostAllocated", NULL };
+static const char *const usage_formats[] = { "hami", "dcgm", NULL };
 
 #define STR(field) T_STR, offsetof(struct gwb_config, field), sizeof(((struct gwb_config *)0)->field)
 #define INT(field) T_INT, offsetof(struct gwb_config, field), 0
@@ -188,6 +189,15 @@ static const struct setting settings[] = {
 	  "a stream whose client leaves this many bytes unread is closed (it reconnects and resumes)" },
 	{ "stream.poll_ms", "GWB_STREAM_POLL_MS", INT(stream_poll_ms), "250", 10, 10000, NULL, NULL,
 	  "how often open streams read new task events, teams and devices" },
+	{ "usage.url", "GWB_USAGE_URL", STR(usage_url), "", 0, 0, NULL, v_url,
+	  "Prometheus endpoint of a GPU monitor (HAMi's vGPU monitor, dcgm-exporter or kubesim's "
+	  "/sim/metrics/hami) scraped once a period for the tasks' usage (empty: none, usage "
+	  "unknown)" },
+	{ "usage.format", "GWB_USAGE_FORMAT", ENUM(usage_format), "hami", 0, 0, usage_formats,
+	  NULL, "hami (per container) or dcgm (per card)" },
+	{ "usage.period_seconds", "GWB_USAGE_PERIOD_SECONDS", INT(usage_period_seconds), "15", 1,
+	  3600, NULL, NULL,
+	  "one scrape of usage.url per period; a sample older than three periods is stale" },
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

@@ -65,6 +65,9 @@ struct gwb_config {
 	int64_t stream_max_clients;         /* open GET /v1/stream connections at most */
 	int64_t stream_max_buffer_bytes;    /* unsent bytes one stream may hold before it is dropped */
 	int64_t stream_poll_ms;             /* how often the streams read new task events */
+	char usage_url[CONFIG_STR_MAX];     /* Prometheus endpoint of a GPU monitor; "" = none */
+	char usage_format[16];              /* "hami" or "dcgm" */
+	int64_t usage_period_seconds;       /* one scrape per period */
 	char config_file[CONFIG_STR_MAX];   /* the file that was loaded, "" if none */
 };
 

@@ -19,6 +19,7 @@
 #include "server/kube/kube.h"
 #include "server/intents.h"
 #include "server/recon/reconciler.h"
+#include "server/recon/usage.h"
 #include "server/server.h"
 #include "server/store/store.h"
 
@@ -178,6 +179,7 @@ static void write_metrics(void *arg, struct evbuffer *out)
 	struct server *srv = arg;
 	if (srv->recon)
 		kube_metrics_write(reconciler_kube(srv->recon), out);
+	usage_metrics_write(out);
 	api_audit_metrics(&srv->api, out);
 	if (srv->intents)
 		prom_counter(out, "gwb_intents_dead_lettered_total", NULL,
@@ -289,6 +291,10 @@ static int server_run(struct server *srv)
 		log_warn("server", "no_kubernetes", "hint=%s",
 			 log_q("set GWB_KUBE_SERVER or a kubeconfig to run tasks on a cluster"));
 	api->recon = srv->recon;
+	if (usage_start(srv->base, cfg, err, sizeof err)) {
+		fprintf(stderr, "gwb-server: usage.url: %s\n", err);
+		return 1;
+	}
 	if (http_start(api, err, sizeof err)) {
 		fprintf(stderr, "gwb-server: %s\n", err);
 		return 1;
@@ -339,6 +345,7 @@ int main(int argc, char **argv)
 	}
 	rc = server_run(&srv);
 	http_stop(&srv.api);
+	usage_stop();
 	reconciler_free(srv.recon);
 	intents_stop(srv.intents); /* after the reconciler: it may hold intents being handled */
 	if (srv.cron_timer)

@@ -101,6 +101,9 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
  * the simulated worker. */
 #define TASK_WORKLOAD_MAX 16384
 
+/* The longest termination message a task keeps: what a kubelet keeps of one. */
+#define TASK_TERM_MSG_MAX 4096
+
 /* The columns of a task, in the order the store reads them:
  * X(kind, field, table, column, size, role). kind: TEXT (char field[size], "" for NULL),
  * INT (int64_t), BOOL (int), OPT (int64_t field and int has_field: a NULL-able integer),
@@ -139,6 +142,7 @@ char *task_states_json(unsigned with, unsigned without, char *buf, size_t len);
 	X(TEXT, pending_message, "t", "pending_message", 1024, OBS)           \
 	X(TEXT, waiting_reason, "t", "waiting_reason", 96, OBS)               \
 	X(TEXT, waiting_message, "t", "waiting_message", 1024, OBS)           \
+	X(TEXT, termination_message, "t", "termination_message", TASK_TERM_MSG_MAX + 1, OBS) \
 	X(TEXT, pending_diagnosis, "t", "pending_diagnosis", 8192, OBS)       \
 	X(TEXT, cluster_uid, "t", "cluster_uid", 64, OBS)                     \
 	X(OPT, pod_deadline_at, "t", "pod_deadline_at", 0, OBS)               \

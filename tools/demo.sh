@@ -6,7 +6,9 @@
 # GWB_DEMO_RUNTIME (a folder relative to the repository root, or absolute; the guide's test
 # uses a private one), GWB_DEMO_BIN the folder of the binaries (default bin). GWB_DEMO_PORT picks gwb-server's port (default 8080; 0: any free port,
 # the real URL is printed and written to the env file). GWB_DEMO_QUIET=1 prints only the
-# first line and the env file's path (for scripts).
+# first line and the env file's path (for scripts). GWB_DEMO_SIM_MONITOR=1 points gwb-server's
+# usage collector at kubesim's simulated monitor (/sim/metrics/hami): usage then shows
+# "simulated", the worker's ledger, never a GPU measurement.
 set -eu
 cd "$(dirname "$0")/.."
 RT=${GWB_DEMO_RUNTIME:-.runtime}
@@ -101,6 +103,11 @@ fi
 # on the same port, database and queue, which is the lab's restart-recovery experiment.
 server_pid=""
 start_server() {
+	if [ "${GWB_DEMO_SIM_MONITOR:-0}" = 1 ]; then
+		GWB_USAGE_URL="$ks_url/sim/metrics/hami"
+		GWB_USAGE_PERIOD_SECONDS=${GWB_USAGE_PERIOD_SECONDS:-5}
+		export GWB_USAGE_URL GWB_USAGE_PERIOD_SECONDS
+	fi
 	GWB_ADMIN_TOKEN=$ADMIN GWB_DB=$RT/gwb.db GWB_LISTEN=127.0.0.1:$PORT \
 		GWB_REDIS="unix://$REDIS_SOCK" GWB_KUBE_SERVER="$ks_url" \
 		"$B/gwb-server" >>"$RT/gwb-server.log" 2>&1 &

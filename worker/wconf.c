@@ -42,6 +42,8 @@ static const struct wsetting table[] = {
      "memory map the isolation probe reads"},
     {"GWB_CUDA_LIBRARY", "--cuda-library", W_STR, "libcuda.so.1", 0, 0, NULL, FIELD(cuda_library),
      "CUDA driver the isolation probe tries to dlopen"},
+    {"GWB_TERMINATION_LOG", "--termination-log", W_STR, "/dev/termination-log", 0, 0, NULL,
+     FIELD(termination_log), "file the verdict is written to at exit (terminationMessagePath)"},
 };
 #define NSETTINGS (sizeof table / sizeof table[0])
 

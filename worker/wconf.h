@@ -17,6 +17,7 @@ struct wconf {
 	long progress_s;                 /* GWB_PROGRESS_SECONDS: between progress events */
 	char proc_maps[PATH_MAX];        /* GWB_PROC_MAPS: where the probe reads mappings */
 	char cuda_library[PATH_MAX];     /* GWB_CUDA_LIBRARY: the driver the probe dlopens */
+	char termination_log[PATH_MAX];  /* GWB_TERMINATION_LOG: where the verdict goes at exit */
 };
 
 /* Fills c with the defaults, then the environment, then argv[1..argc) (`--flag value` or

@@ -114,6 +114,10 @@ void api_task_logs(struct req *r, const char *id);
 /* POST /v1/tasks/{id}/cancel (server/api/api_cancel.c). */
 void api_task_cancel(struct req *r, const char *id);
 void api_teams_list(struct req *r);
+/* The team's usage beside its reservation (new reference): the figures a monitor gives its
+ * running tasks, summed, and the tasks using less than a quarter of what they reserved; NULL
+ * when no collector is configured. */
+json_t *api_team_usage(struct store *s, const char *team);
 void api_team_get(struct req *r, const char *team);
 void api_team_put(struct req *r, const char *team);
 void api_info(struct req *r);

@@ -6,6 +6,7 @@
 #include "lib/jsonx.h"
 #include "server/api/api.h"
 #include "server/recon/reconciler.h"
+#include "server/recon/usage.h"
 
 /* Keeps in card's "tasks" only r's team's own and sums the rest into "others". A task the
  * store does not know (or cannot read) counts as another team's. */
@@ -39,11 +40,15 @@ void api_devices(struct req *r)
 					"kubeconfig)",
 					NULL);
 	json_t *dev = reconciler_devices_json(r->api->recon);
-	if (!r->is_admin) {
-		size_t i;
-		json_t *card;
-		json_array_foreach(json_object_get(dev, "cards"), i, card)
+	size_t i;
+	json_t *card;
+	json_array_foreach(json_object_get(dev, "cards"), i, card) {
+		if (!r->is_admin)
 			card_reduce(r, card);
+		/* What a monitor says the card holds, beside what was allocated on it. */
+		json_t *m = usage_card_json(json_string_value(json_object_get(card, "id")));
+		if (m)
+			json_object_set_new(card, "measured", m);
 	}
 	http_reply_json(r, 200, dev);
 }

@@ -12,6 +12,28 @@
 #include "server/api/conn.h"
 #include "server/recon/reconciler.h"
 
+/* The memory a monitor says each team's running tasks use, with a collector only. */
+static void team_usage_lines(struct evbuffer *b, struct store *st, json_t *teams)
+{
+	size_t i;
+	json_t *t;
+	int first = 1;
+	json_array_foreach(teams, i, t) {
+		const char *name = json_string_value(json_object_get(t, "team"));
+		json_t *u = api_team_usage(st, name);
+		if (!u)
+			return;
+		if (first)
+			prom_family(b, "gwb_team_used_gpu_memory_mib", PROM_GAUGE,
+				    "GPU memory the monitor says the team's running tasks use");
+		first = 0;
+		struct prom_label team = { "team", name };
+		prom_sample_int(b, "gwb_team_used_gpu_memory_mib", &team, 1,
+				json_integer_value(json_object_get(u, "gpu_memory_mib")));
+		json_decref(u);
+	}
+}
+
 static void team_lines(struct evbuffer *b, json_t *teams)
 {
 	static const char *const groups[][2] = { { "quota", "gwb_team_quota" },
@@ -111,6 +133,7 @@ void api_metrics(struct req *r)
 	task_lines(b, api->store);
 	json_t *teams = store_teams_json(api->store);
 	team_lines(b, teams);
+	team_usage_lines(b, api->store, teams);
 	json_decref(teams);
 	int64_t unpublished;
 	if (store_outbox_unpublished_count(api->store, &unpublished) == 0)

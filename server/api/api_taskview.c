@@ -11,6 +11,7 @@
 #include "lib/jsonw.h"
 #include "lib/jsonx.h"
 #include "server/api/api.h"
+#include "server/recon/usage.h"
 
 /* The store keeps "" and NULL apart from nothing: an empty text column is shown as null. */
 static json_t *text(const char *v)
@@ -71,6 +72,29 @@ static json_t *workload_json(const struct task *t)
 {
 	json_t *w = t->workload[0] ? json_loads(t->workload, 0, NULL) : NULL;
 	return w ? w : json_null();
+}
+
+/* The container's termination message: parsed when it is JSON (the worker's verdict), else
+ * its text (a workload's own message); null when it left none. */
+static json_t *result_json(const struct task *t)
+{
+	if (!t->termination_message[0])
+		return json_null();
+	json_t *v = json_loads(t->termination_message, JSON_DECODE_ANY, NULL);
+	if (!v)
+		v = json_string(t->termination_message);
+	return v ? v : json_null();
+}
+
+/* The simulated worker's isolation verdict, from its result; null for a workload (its own
+ * document is not the worker's probe) or a message that is not the worker's. */
+static json_t *isolation_json(const struct task *t, const json_t *result)
+{
+	const char *who = json_string_value(json_object_get(result, "worker"));
+	json_t *iso = json_object_get(result, "isolation");
+	if (t->workload[0] || !who || strcmp(who, "gwb-worker") || !json_is_object(iso))
+		return json_null();
+	return json_incref(iso);
 }
 
 /* A sentence for the reasons that need one: what the task waits for, or why it ended so. */
@@ -176,6 +200,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(pod, "waiting", waiting_json(t));
 	char created[40];
 	clock_fmt_rfc3339_ms(t->created_at, created, sizeof created);
+	json_t *result = result_json(t);
 	json_t *o = json_object();
 	set(o, "allocation", allocation_json(t->allocation));
 	if (with_cancel)
@@ -184,6 +209,7 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(o, "created_at", json_string(created));
 	set(o, "id", text(t->id));
 	set(o, "idempotency_key", text(t->idempotency_key));
+	set(o, "isolation", isolation_json(t, result));
 	set(o, "job", job);
 	set(o, "name", text(t->name));
 	set(o, "pending", pending_json(t));
@@ -192,12 +218,14 @@ static json_t *task_view(const struct task *t, int with_cancel)
 	set(o, "reason_detail", reason_detail(t));
 	set(o, "request", req);
 	set(o, "reservation", resv);
+	set(o, "result", result);
 	set(o, "state", json_string(task_state_name(t->state)));
 	set(o, "team", text(t->team));
 	/* A task just submitted was last updated when it was created: formatted once. */
 	set(o, "updated_at", t->updated_at == t->created_at ? json_string(created)
 							     : time_of(1, t->updated_at));
-	set(o, "usage", usage_unknown());
+	json_t *usage = usage_task_json(t);
+	set(o, "usage", usage ? usage : usage_unknown());
 	set(o, "workload", workload_json(t));
 	return o;
 }
@@ -231,6 +259,7 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
 	jw_member_str(w, "created_at", created);
 	jw_member_text(w, "id", t->id);
 	jw_member_text(w, "idempotency_key", t->idempotency_key);
+	jw_member_null(w, "isolation"); /* api_task_view_sorted: no termination message */
 	jw_key(w, "job");
 	jw_obj_begin(w);
 	jw_member_text(w, "cluster_uid", t->cluster_uid);
@@ -291,6 +320,7 @@ int api_task_view_write(const struct task *t, int with_cancel, struct jw *w)
 	jw_member_bool(w, "released", t->released);
 	w_time(w, "released_at", t->has_released_at, t->released_at);
 	jw_obj_end(w);
+	jw_member_null(w, "result"); /* api_task_view_sorted: no termination message */
 	jw_member_str(w, "state", task_state_name(t->state));
 	jw_member_text(w, "team", t->team);
 	if (t->updated_at == t->created_at)
@@ -624,9 +654,9 @@ json_t *api_task_view(const struct task *t)
 int api_task_view_sorted(const struct task *t)
 {
 	/* The parts built from outside text (the annotation's cards, the stored diagnosis, the
-	 * workload) are shaped by jansson: the writer leaves them out. */
+	 * workload, the termination message) are shaped by jansson: the writer leaves them out. */
 	return !t->allocation[0] && !t->pending_message[0] && !t->pending_diagnosis[0] &&
-	       !t->workload[0];
+	       !t->workload[0] && !t->termination_message[0] && !usage_task_json_varies();
 }
 
 static json_t *str_or_null(const char *v)

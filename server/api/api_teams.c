@@ -12,6 +12,7 @@
 #include "lib/quantity.h"
 #include "server/api/api.h"
 #include "server/api/workload.h"
+#include "server/recon/usage.h"
 
 /* Bounds of a team quota: totals over all cards (1 PiB of memory, 10,000 cards' cores). */
 #define QUOTA_MEM_MAX (1LL << 30)
@@ -19,13 +20,70 @@
 #define TOKEN_MIN 8
 #define TOKEN_MAX 256
 
+/* Running tasks of a team looked at for its usage, at most (a page of the store's list). */
+#define USAGE_TASKS_MAX 1000
+
+struct team_usage {
+	int64_t mem, running, measured, simulated;
+	json_t *underused;
+};
+
+static void usage_of_task(void *arg, const struct task *t)
+{
+	struct team_usage *u = arg;
+	u->running++;
+	json_t *v = usage_task_json(t);
+	const char *st = json_string_value(json_object_get(v, "status"));
+	if (st && (!strcmp(st, "measured") || !strcmp(st, "simulated"))) {
+		int64_t mem = json_integer_value(json_object_get(v, "gpu_memory_mib"));
+		u->mem += mem;
+		u->measured += !strcmp(st, "measured");
+		u->simulated += !strcmp(st, "simulated");
+		if (mem * 4 < t->reserved_mem_mib)
+			json_array_append_new(u->underused,
+					      json_pack("{s:s, s:I, s:I}", "task", t->id,
+							"gpu_memory_mib", (json_int_t)mem,
+							"reserved_gpu_memory_mib",
+							(json_int_t)t->reserved_mem_mib));
+	}
+	json_decref(v);
+}
+
+json_t *api_team_usage(struct store *s, const char *team)
+{
+	if (!usage_task_json_varies())
+		return NULL;
+	struct team_usage u = { 0, 0, 0, 0, json_array() };
+	int64_t next = 0;
+	store_task_list(s, team, "running", 0, USAGE_TASKS_MAX, usage_of_task, &u, &next);
+	const char *status = u.measured ? "measured" : u.simulated ? "simulated" : "unknown";
+	return json_pack("{s:s, s:I, s:I, s:I, s:o}", "status", status, "gpu_memory_mib",
+			 (json_int_t)u.mem, "running_tasks", (json_int_t)u.running, "tasks_with_figures",
+			 (json_int_t)(u.measured + u.simulated), "underused", u.underused);
+}
+
+/* Adds usage to a team's view when a collector runs. */
+static json_t *with_usage(struct req *r, json_t *t)
+{
+	json_t *u = t ? api_team_usage(r->api->store, json_string_value(json_object_get(t, "team")))
+		      : NULL;
+	if (u)
+		json_object_set_new(t, "usage", u);
+	return t;
+}
+
 void api_teams_list(struct req *r)
 {
-	if (r->is_admin)
-		return http_reply_json(r, 200, json_pack("{s:o}", "teams",
-							 store_teams_json(r->api->store)));
+	if (r->is_admin) {
+		json_t *teams = store_teams_json(r->api->store);
+		size_t i;
+		json_t *t;
+		json_array_foreach(teams, i, t)
+			with_usage(r, t);
+		return http_reply_json(r, 200, json_pack("{s:o}", "teams", teams));
+	}
 	json_t *arr = json_array();
-	json_t *t = store_team_json(r->api->store, r->team);
+	json_t *t = with_usage(r, store_team_json(r->api->store, r->team));
 	if (t)
 		json_array_append_new(arr, t);
 	http_reply_json(r, 200, json_pack("{s:o}", "teams", arr));
@@ -38,7 +96,7 @@ void api_team_get(struct req *r, const char *team)
 					json_pack("{s:s}", "team", team));
 	if (!http_may_act_on(r, team))
 		return;
-	json_t *t = store_team_json(r->api->store, team);
+	json_t *t = with_usage(r, store_team_json(r->api->store, team));
 	if (!t)
 		return http_reply_error(r, 404, "not_found", "no such team",
 					json_pack("{s:s}", "team", team));

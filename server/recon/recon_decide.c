@@ -104,6 +104,13 @@ static void observe_pod(struct task *t, const json_t *pod)
 		/* After the release the task's reason is the one its end was given. */
 		if (!t->released)
 			TASK_SET_TEXT(t, reason, reason);
+		/* The container's own word on its end (the worker's verdict), kept once: a later
+		 * status of the same end says the same, and a retried Pod's would replace the
+		 * task's first account. */
+		const char *msg = kobj_str(term, "message");
+		if (msg && msg[0] && !t->termination_message[0] &&
+		    strlen(msg) <= TASK_TERM_MSG_MAX)
+			TASK_SET_TEXT(t, termination_message, msg);
 	}
 	/* Why the container has not started (a kubelet's CreateContainerError, ErrImagePull,
 	 * ...): shown while it waits, gone once it runs or ends. */

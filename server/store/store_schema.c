@@ -300,6 +300,10 @@ static const char *const migrations[] = {
 	"ALTER TABLE tasks ADD COLUMN predicted_admit_at INTEGER;"
 	"ALTER TABLE teams ADD COLUMN default_on_quota_full TEXT NOT NULL DEFAULT 'refuse';"
 	"ALTER TABLE teams ADD COLUMN queueing TEXT NOT NULL DEFAULT 'strict';",
+	/* 18: the termination message of the task's container (the worker's verdict, or a
+	 * workload's own text), as the Pod's status had it when the container ended; kept once,
+	 * at most 4,096 bytes as a kubelet keeps it. */
+	"ALTER TABLE tasks ADD COLUMN termination_message TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -60,6 +60,8 @@
       "detail.nopending": "It is not waiting.",
       "detail.cancelled": "Cancel requested ({status}: {what}).",
       "usage.unknown": "unknown",
+      "usage.measured": "measured", "usage.simulated": "simulated (not a measurement)", "usage.stale": "stale",
+      "usage.figures": "{mem} MiB, SM {sm}% at {at} ({source})",
       "usage.why": "Nothing measures what the process really uses on the GPU here: the quota and the allocation are budgets (what it may use), not measurements.",
       "k.runs": "Runs", "k.worker": "the simulated worker (gwb-worker)", "k.entrypoint": "(the image's entrypoint)",
       "k.waiting": "Container waiting",
@@ -68,7 +70,12 @@
       "k.job": "Job", "k.pod": "Pod", "k.exit": "Exit", "k.key": "Idempotency-Key",
       "k.created": "Created", "k.updated": "Updated", "k.isolation": "Isolation",
       "k.cancel": "Cancel requested", "k.reason": "Reason",
-      "k.noisolation": "not known here: the worker writes its verdict in its own log; the server does not collect it",
+      "k.noisolation": "not known yet: the worker gives its verdict in its termination message when its container ends",
+      "k.noisolation.workload": "not known: a team's own container gives no isolation verdict",
+      "k.isoline": "{verdict} — {reason} (the worker's verdict, from its termination message)",
+      "k.result": "Result", "k.resultline": "{reason}, exit {code}",
+      "k.resultledger": "simulated ledger peak {peak} of {budget} MiB (bookkeeping, not a GPU measurement)",
+      "k.resultwork": "duty {got}% of {want}%",
       "req.line": "{mem} MiB and {core}% on each of {count} card(s), {dur} s, {qos}, {exp}",
       "pend.message": "Scheduler:", "pend.kind": "Diagnosis:", "pend.unblock": "Would unblock it:",
       "pend.unblockline": "{node} card {minor}: when {tasks} end(s), {free} MiB are free there",
@@ -145,6 +152,8 @@
       "detail.nopending": "没有在等待。",
       "detail.cancelled": "已请求取消（{status}：{what}）。",
       "usage.unknown": "未知",
+      "usage.measured": "已测量", "usage.simulated": "模拟（不是测量值）", "usage.stale": "已过时",
+      "usage.figures": "{mem} MiB，SM {sm}%，于 {at}（{source}）",
       "usage.why": "这里没有任何东西测量进程在 GPU 上的真实使用量：配额和分配都是预算（允许使用多少），不是测量值。",
       "k.runs": "运行", "k.worker": "模拟 worker（gwb-worker）", "k.entrypoint": "（镜像的入口）",
       "k.waiting": "容器等待中",
@@ -153,7 +162,12 @@
       "k.job": "Job", "k.pod": "Pod", "k.exit": "退出", "k.key": "Idempotency-Key",
       "k.created": "创建", "k.updated": "更新", "k.isolation": "隔离",
       "k.cancel": "已请求取消", "k.reason": "原因",
-      "k.noisolation": "此处未知：worker 把判断写在自己的日志里，服务器不收集",
+      "k.noisolation": "尚未知道：worker 在容器结束时把判断写进终止消息",
+      "k.noisolation.workload": "未知：团队自己的容器不给出隔离判断",
+      "k.isoline": "{verdict} — {reason}（worker 的判断，来自其终止消息）",
+      "k.result": "结果", "k.resultline": "{reason}，退出码 {code}",
+      "k.resultledger": "模拟账本峰值 {peak} / {budget} MiB（记账，不是 GPU 测量）",
+      "k.resultwork": "占空比 {got}% / {want}%",
       "req.line": "每卡 {mem} MiB、{core}%，共 {count} 张卡，{dur} 秒，{qos}，{exp}",
       "pend.message": "调度器：", "pend.kind": "诊断：", "pend.unblock": "可解除阻塞：",
       "pend.unblockline": "{node} 的卡 {minor}：{tasks} 结束后，该卡空出 {free} MiB",
@@ -788,8 +802,24 @@
       pod.node ? " @ " + pod.node : "", pod.phase ? " · " + pod.phase : "");
     if (pod.exit_code !== null && pod.exit_code !== undefined || pod.reason || tk.reason)
       kv(dl, "k.exit", el("span", { "data-field": "exit", text: (pod.exit_code !== null && pod.exit_code !== undefined ? "exit " + pod.exit_code + " " : "") + (pod.reason || tk.reason || "") }));
-    kv(dl, "k.isolation", tk.isolation ? (typeof tk.isolation === "string" ? tk.isolation : JSON.stringify(tk.isolation))
-      : t("k.noisolation"));
+    const iso = tk.isolation;
+    kv(dl, "k.isolation", el("span", { "data-field": "isolation", "data-verdict": iso ? iso.verdict : "",
+      text: iso ? t("k.isoline", { verdict: iso.verdict, reason: iso.reason || "" })
+        : t(tk.workload ? "k.noisolation.workload" : "k.noisolation") }));
+    // The container's termination message: the worker's verdict in a line, a workload's text.
+    const res = tk.result;
+    if (res !== null && res !== undefined) {
+      let line;
+      if (typeof res === "string") line = res;
+      else if (res.worker === "gwb-worker") {
+        const parts = [t("k.resultline", { reason: res.exit_reason, code: res.exit_code })];
+        if (res.ledger) parts.push(t("k.resultledger", { peak: Math.floor(res.ledger.peak_bytes / 1048576),
+          budget: Math.floor(res.ledger.budget_bytes / 1048576) }));
+        if (res.work) parts.push(t("k.resultwork", { got: res.work.achieved_duty_percent, want: res.work.duty_percent }));
+        line = parts.join(" · ");
+      } else line = JSON.stringify(res);
+      kv(dl, "k.result", el("span", { "data-field": "result", text: line }));
+    }
     if (tk.idempotency_key) kv(dl, "k.key", el("code", { text: tk.idempotency_key }));
     if (tk.cancel_requested_at) kv(dl, "k.cancel", fmtTime(tk.cancel_requested_at));
     kv(dl, "k.created", fmtTime(tk.created_at));
@@ -847,8 +877,13 @@
     const us = $("d-usage");
     us.dataset.status = u.status || "unknown";
     us.textContent = "";
-    us.append(el("strong", { text: u.status === "unknown" || !u.status ? t("usage.unknown") : String(u.status) }),
-      " — " + t("usage.why"));
+    if (u.status === "measured" || u.status === "simulated" || u.status === "stale")
+      us.append(el("strong", { text: t("usage." + u.status) }), " — " +
+        t("usage.figures", { mem: u.gpu_memory_mib, sm: u.sm_percent === null || u.sm_percent === undefined ? "—" : u.sm_percent,
+          at: fmtTime(u.at), source: u.source || "" }) + " — " + (u.reason || ""));
+    else
+      us.append(el("strong", { text: t("usage.unknown") }),
+        " — " + (u.reason && u.reason.indexOf("no usage collector") < 0 ? u.reason : t("usage.why")));
 
     // Timeline.
     const ol = $("d-timeline");

@@ -543,8 +543,14 @@ void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesi
 		snprintf(st->env_redis, sizeof st->env_redis, "GWB_REDIS=%s", st->redis.url);
 		st->srv.env[n++] = st->env_redis;
 	}
-	for (const char *const *e = env; e && *e && n < 31; e++)
+	for (const char *const *e = env; e && *e && n < 31; e++) {
 		st->srv.env[n++] = *e;
+		if (!strcmp(*e, "GWB_USAGE_URL=@kubesim")) {
+			snprintf(st->env_usage, sizeof st->env_usage,
+				 "GWB_USAGE_URL=%s/sim/metrics/hami", st->ks.url);
+			st->srv.env[n - 1] = st->env_usage;
+		}
+	}
 	st->srv.env[n] = NULL;
 	h_server_start(&st->srv);
 	CHECK_INT(h_team_put(st->srv.proc.url, st->srv.admin, team, team_body), 201);

@@ -121,10 +121,12 @@ struct h_stack {
 	struct h_server srv;
 	char env_kube[300];
 	char env_redis[PATH_MAX + 32];
+	char env_usage[400];
 };
 /* Starts kubesim (with kubesim_flags, NULL-terminated, may be NULL), redis-server when
  * with_redis, and gwb-server with a 100 ms housekeeping tick, a 500 ms resync and env (more
- * "K=V" settings, NULL-terminated, may be NULL; later ones win); then creates team with
+ * "K=V" settings, NULL-terminated, may be NULL; later ones win; "GWB_USAGE_URL=@kubesim" is
+ * kubesim's simulated monitor, /sim/metrics/hami); then creates team with
  * team_body (PUT /v1/teams/TEAM as the admin). Fails the case on any error. */
 void h_stack_start(struct h_stack *st, int with_redis, const char *const *kubesim_flags,
 		   const char *const *env, const char *team, const char *team_body);

@@ -856,6 +856,9 @@ TEST_T(gwbctl_wait_polls_until_state_or_release, 90)
 	CHECKF(code == 0, "exit %d: %s", code, out);
 	CHECK(has_line_with(out, "state", "succeeded"));
 	CHECK(has_line_with(out, "reservation", "released"));
+	/* The worker's verdict from its termination message. */
+	CHECK(has_line_with(out, "result", "done (exit 0), simulated ledger peak 768 of 1024 MiB"));
+	CHECK(has_line_with(out, "isolation", "(the worker's verdict)"));
 	gwb_free(out);
 	CHECKF(clock_mono_ms() - t0 < 30000, "took %lld ms", (long long)(clock_mono_ms() - t0));
 	/* A final state other than the one asked for: no point waiting. */

@@ -355,3 +355,71 @@ TEST_T(kubesim_exec_log_follow, 30)
 	h_watch_close(&w);
 	json_decref(h_kube_wait(&k, PODS "/gated", h_pred_phase, "Succeeded", 10000, "Succeeded"));
 }
+
+/* The container's terminated message (pod named name, Failed or Succeeded as phase), or NULL. */
+static char *term_message(struct h_kubesim *k, const char *name, const char *phase)
+{
+	char path[256];
+	snprintf(path, sizeof path, PODS "/%s", name);
+	json_t *p = h_kube_wait(k, path, h_pred_phase, (void *)phase, 10000, name);
+	const char *m = ctr_str(p, "terminated", "message");
+	char *out = m ? gwb_strdup(m) : NULL;
+	json_decref(p);
+	return out;
+}
+
+/* A container's termination message, as a kubelet takes it: the file the container wrote at
+ * its terminationMessagePath (told in GWB_TERMINATION_LOG), its last 4,096 bytes; under
+ * FallbackToLogsOnError, when that file is empty and the container failed, the log's last 80
+ * lines within 2,048 bytes; nothing otherwise. */
+TEST_T(kubesim_exec_termination_message, 60)
+{
+	struct h_kubesim k;
+	start_allowing(&k, "/bin/sh");
+	make_pod(&k, "file", "{\"command\": [\"/bin/sh\", \"-c\", \"printf 'all done' >"
+			     " \\\"$GWB_TERMINATION_LOG\\\"; echo a log line\"]}", NULL);
+	/* 5,000 bytes in the file: the last 4,096 are kept. */
+	make_pod(&k, "bigfile", "{\"command\": [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt 500 ];"
+				" do printf '%09d\\\\n' $i; i=$((i+1)); done > \\\"$GWB_TERMINATION_LOG\\\";"
+				" exit 1\"]}", NULL);
+	const char *fallback = "\"terminationMessagePolicy\": \"FallbackToLogsOnError\"";
+	char ctr[1024];
+	/* 100 short lines: the last 80. */
+	snprintf(ctr, sizeof ctr, "{%s, \"command\": [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt"
+		 " 100 ]; do echo line$i; i=$((i+1)); done; exit 1\"]}", fallback);
+	make_pod(&k, "lines", ctr, NULL);
+	/* 80 lines of 40 bytes pass 2,048 bytes: the last 2,048. */
+	snprintf(ctr, sizeof ctr, "{%s, \"command\": [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt"
+		 " 100 ]; do printf '%%039d\\\\n' $i; i=$((i+1)); done; exit 1\"]}", fallback);
+	make_pod(&k, "bytes", ctr, NULL);
+	/* A success under the fallback, and a failure under File with nothing written. */
+	snprintf(ctr, sizeof ctr, "{%s, \"command\": [\"/bin/sh\", \"-c\", \"echo fine\"]}",
+		 fallback);
+	make_pod(&k, "fine", ctr, NULL);
+	make_pod(&k, "silent", "{\"command\": [\"/bin/sh\", \"-c\", \"echo oops; exit 2\"]}", NULL);
+
+	char *m = term_message(&k, "file", "Succeeded");
+	CHECK_STR(m, "all done");
+	gwb_free(m);
+	m = term_message(&k, "bigfile", "Failed");
+	CHECK(m != NULL);
+	CHECK_INT((long long)strlen(m), 4096);
+	CHECK(!strncmp(m + 4096 - 10, "000000499\n", 10));
+	CHECK(!strncmp(m, "00090\n000000091\n", 16)); /* from byte 904: inside line 90 */
+	gwb_free(m);
+	m = term_message(&k, "lines", "Failed");
+	CHECK(m != NULL);
+	CHECK(!strncmp(m, "line20\n", 7));
+	CHECK(strstr(m, "line19\n") == NULL);
+	CHECK_INT((long long)strlen(m), 80 * 7); /* line20 .. line99 */
+	gwb_free(m);
+	m = term_message(&k, "bytes", "Failed");
+	CHECK(m != NULL);
+	CHECK_INT((long long)strlen(m), 2048);
+	CHECK(!strcmp(m + 2048 - 40, "000000000000000000000000000000000000099\n"));
+	gwb_free(m);
+	m = term_message(&k, "fine", "Succeeded");
+	CHECK(m == NULL);
+	m = term_message(&k, "silent", "Failed");
+	CHECK(m == NULL);
+}

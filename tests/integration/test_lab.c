@@ -180,6 +180,13 @@ TEST_T(lab_private_stack_writes_complete_records, 150)
 	json_t *rej = log_event(r, "simulated_limit_rejected");
 	CHECK(rej != NULL);
 	CHECK_INT(json_integer_value(json_object_get(rej, "exit_code")), 42);
+	/* The server's copy of the worker's verdict, from its termination message, agrees with
+	 * the log's. */
+	CHECK_STR(json_string_value(at(r, "tasks.0.result.exit_reason")), "simulated_limit_rejected");
+	CHECK_STR(json_string_value(at(r, "tasks.0.isolation.verdict")),
+	          json_string_value(json_object_get(iso, "verdict")));
+	CHECK_INT(json_integer_value(at(r, "tasks.0.result.ledger.peak_bytes")),
+	          json_integer_value(json_object_get(rej, "used")));
 	json_decref(r);
 
 	r = record("05-cancel-and-reclaim.json");

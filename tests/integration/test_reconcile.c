@@ -237,6 +237,17 @@ TEST_T(recon_sharing_and_overlimit_exit_42, 60)
 	CHECK_STR(js(t, "pod.reason"), "simulated_limit_rejected");
 	json_decref(t);
 	t = wait_field(&st, o, "reservation.released", "true", 5000);
+	/* The worker's own account, from its termination message: its refusal, its ledger's
+	 * peak within its budget, and its isolation verdict (never enforced without a GPU). */
+	CHECK_STR(js(t, "result.exit_reason"), "simulated_limit_rejected");
+	CHECK_INT(json_integer_value(jget(t, "result.exit_code")), 42);
+	CHECK_INT(json_integer_value(jget(t, "result.ledger.budget_bytes")), 1024LL << 20);
+	CHECK(json_integer_value(jget(t, "result.ledger.peak_bytes")) <= 1024LL << 20);
+	CHECK(json_integer_value(jget(t, "result.ledger.refused_bytes")) > 0);
+	CHECK(js(t, "isolation.verdict") != NULL);
+	CHECK(strcmp(js(t, "isolation.verdict"), "enforced") != 0);
+	CHECK(json_is_false(jget(t, "isolation.enforced")));
+	CHECK(json_equal(jget(t, "isolation"), jget(t, "result.isolation")));
 	json_decref(t);
 	CHECK_INT(reserved_mem(&st), 3 * 1024);
 }

@@ -66,6 +66,27 @@ static void clean_env(void)
 	                       NULL};
 	for (int i = 0; names[i]; i++)
 		unsetenv(names[i]);
+	/* The verdict goes to a file of the case, never to this host's /dev/termination-log. */
+	setenv("GWB_TERMINATION_LOG", h_path("termination-log"), 1);
+	unlink(h_path("termination-log"));
+}
+
+/* The verdict the run left in its termination log: one compact JSON object below the
+ * kubelet's 4,096 bytes, with the run's exit code and reason. */
+static json_t *verdict_doc(int code, const char *exit_reason)
+{
+	static json_t *doc;
+	json_decref(doc);
+	json_error_t je;
+	doc = json_load_file(h_path("termination-log"), 0, &je);
+	CHECKF(doc != NULL, "termination log: %s", je.text);
+	char *text = json_dumps(doc, JSON_COMPACT);
+	CHECKF(strlen(text) < 4096, "verdict of %zu bytes", strlen(text));
+	gwb_free(text);
+	CHECK_STR(json_string_value(json_object_get(doc, "worker")), "gwb-worker");
+	CHECK_INT(json_integer_value(json_object_get(doc, "exit_code")), code);
+	CHECK_STR(json_string_value(json_object_get(doc, "exit_reason")), exit_reason);
+	return doc;
 }
 
 struct run {
@@ -175,6 +196,21 @@ TEST(worker_normal_exits_0_with_real_work)
 	double share = json_number_value(json_object_get(d, "cpu_share_percent"));
 	t_log("25%% core share ran at %.1f%% of one CPU", share);
 	CHECKF(share > 10 && share < 40, "cpu share %.1f%%", share);
+	/* The verdict says the same as the log. */
+	json_t *v = verdict_doc(0, "done");
+	json_t *iso = json_object_get(v, "isolation");
+	CHECK_STR(json_string_value(json_object_get(iso, "verdict")),
+	          json_string_value(json_object_get(find_event(&r, "isolation"), "verdict")));
+	CHECK(json_is_false(json_object_get(iso, "enforced")));
+	CHECK_INT(int_of(json_object_get(v, "budget"), "gpu_memory_bytes"), 1024 * MiB);
+	json_t *vl = json_object_get(v, "ledger");
+	CHECK_INT(int_of(vl, "peak_bytes"), int_of(l, "used"));
+	CHECK(json_is_null(json_object_get(vl, "refused_bytes")));
+	json_t *w = json_object_get(v, "work");
+	CHECK_INT(int_of(w, "duty_percent"), 25);
+	CHECK_INT(int_of(w, "matmuls"), int_of(d, "matmuls"));
+	double achieved = json_number_value(json_object_get(w, "achieved_duty_percent"));
+	CHECKF(achieved > share - 0.1 && achieved < share + 0.1, "achieved %.1f%%", achieved);
 }
 
 TEST(worker_reads_every_budget_form)
@@ -252,6 +288,9 @@ TEST(worker_malformed_budget_exits_2)
 	run_worker(&r, env, 10000);
 	CHECK_INT(r.code, 2);
 	find_event(&r, "config_invalid");
+	json_t *v = verdict_doc(2, "config_invalid");
+	CHECK(json_is_null(json_object_get(v, "isolation")));
+	CHECK(json_is_null(json_object_get(v, "budget")));
 }
 
 TEST(worker_overlimit_exits_42)
@@ -274,6 +313,14 @@ TEST(worker_overlimit_exits_42)
 	json_t *v;
 	json_array_foreach (r.events, i, v)
 		CHECK(strcmp(json_string_value(json_object_get(v, "event")), "work_started") != 0);
+	/* The verdict carries the refusal and the ledger's peak, within the budget. */
+	json_t *doc = verdict_doc(42, "simulated_limit_rejected");
+	json_t *l = json_object_get(doc, "ledger");
+	CHECK_INT(int_of(l, "peak_bytes"), 1024 * MiB);
+	CHECK_INT(int_of(l, "budget_bytes"), 1024 * MiB);
+	CHECK_INT(int_of(l, "refused_bytes"), 64 * MiB);
+	CHECK(json_is_null(json_object_get(doc, "work")));
+	CHECK(json_is_object(json_object_get(doc, "isolation")));
 }
 
 TEST(worker_sigterm_exits_143_within_a_period)
@@ -297,6 +344,8 @@ TEST(worker_sigterm_exits_143_within_a_period)
 	json_t *t = find_event(&r, "terminated");
 	CHECK_STR(json_string_value(json_object_get(t, "signal")), "SIGTERM");
 	find_event(&r, "work_stopped");
+	json_t *doc = verdict_doc(143, "terminated");
+	CHECK(json_is_object(json_object_get(doc, "work")));
 }
 
 /* ---- isolation verdicts ---- */

@@ -285,3 +285,29 @@ TEST_T(workload_waiting_reason_is_shown_and_a_cancel_releases, 90)
 	json_decref(wait_field(&st, id, "reservation.released", "true", 30000));
 	CHECK(h_sql_int(st.srv.db, "SELECT reserved_mem_mib FROM teams WHERE name = 'alpha'") == 0);
 }
+
+/* A workload's own termination message is its task's result, as text: here its log's last
+ * lines (FallbackToLogsOnError, which gwb's Job asks, when it wrote no message and failed);
+ * it gives no isolation verdict. */
+TEST_T(workload_termination_message_is_the_result, 90)
+{
+	struct h_stack st;
+	const char *flags[] = { "--exec-allow", "/bin/sh", NULL };
+	const char *env[] = { "GWB_KUBE_REQUEST_TIMEOUT_MS=1000", NULL };
+	h_stack_start(&st, 0, flags, env, "alpha",
+		      "{\"gpu_memory_mib\": 40960, \"gpu_core_percent\": 800, \"token\": \"" TOK
+		      "\", \"workload_policy\": {\"allowed_images\": [\"busybox\"]}}");
+	const char *id = submit(&st, "\"gpu_memory_mib\": 1024, \"gpu_core_percent\": 10, "
+				     "\"duration_seconds\": 30, \"workload\": "
+				     "{\"image\": \"busybox:1.36\", \"command\": [\"/bin/sh\", \"-c\"], "
+				     "\"args\": [\"echo epoch 1; echo loss went NaN; exit 3\"]}");
+	json_t *v = wait_field(&st, id, "state", "failed", 30000);
+	json_decref(v);
+	v = wait_field(&st, id, "reservation.released", "true", 30000);
+	CHECK_STR(js(v, "result"), "epoch 1\nloss went NaN\n");
+	CHECK(json_is_null(jget(v, "isolation")));
+	json_decref(v);
+	char *out = gwbctl_get(&st, id);
+	CHECKF(strstr(out, "result       epoch 1\nloss went NaN\n") != NULL, "gwbctl get: %s", out);
+	gwb_free(out);
+}

@@ -688,6 +688,11 @@ static json_t *task_evidence(struct lab *l, const char *id)
 	                              lab_get(t, "request.gpu_core_percent"), "qos",
 	                              lab_get(t, "request.qos"), "experiment",
 	                              lab_get(t, "request.experiment")));
+	/* What the container said of its end (the worker's verdict from its termination
+	 * message), as the server stored it: null when it left none. */
+	json_object_set(e, "result", lab_get(t, "result") ? lab_get(t, "result") : json_null());
+	json_object_set(e, "isolation",
+	                lab_get(t, "isolation") ? lab_get(t, "isolation") : json_null());
 	json_decref(t);
 	return e;
 }
@@ -708,6 +713,8 @@ static void check_complete(struct lab *l)
 	                                       "final_state",
 	                                       "reservation.released",
 	                                       "reservation.release_reason",
+	                                       "result",
+	                                       "isolation",
 	                                       NULL};
 	for (const char *const *k = top; *k; k++)
 		if (!json_object_get(l->rec, *k))

@@ -287,8 +287,16 @@ static void section(FILE *f, json_t *rec, json_t *entry, int zh)
 			dumpv(f, json_object_get(job, "uid"));
 			fprintf(f, ", Pod ");
 			dumpv(f, json_object_get(pod, "name"));
-			fprintf(f, ", %s ", zh ? "释放原因" : "release reason");
+			fprintf(f, " (uid ");
+			dumpv(f, json_object_get(pod, "uid"));
+			fprintf(f, "), %s ", zh ? "释放原因" : "release reason");
 			dumpv(f, json_object_get(res, "release_reason"));
+			json_t *result = json_object_get(task, "result");
+			fprintf(f, ", %s ", zh ? "结果" : "result");
+			dumpv(f, json_is_object(result) ? json_object_get(result, "exit_reason")
+			                                : result);
+			fprintf(f, ", %s ", zh ? "隔离判断" : "isolation verdict");
+			dumpv(f, json_object_get(json_object_get(task, "isolation"), "verdict"));
 			fprintf(f, "\n");
 		}
 	}

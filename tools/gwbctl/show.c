@@ -124,6 +124,37 @@ static void workload_text(FILE *out, const json_t *w)
 	fprintf(out, "cpu, memory  %s, %s\n", str(w, "cpu"), str(w, "memory"));
 }
 
+/* The container's termination message: the worker's verdict in a line, a workload's text as
+ * it is, other JSON compact. Nothing before the container ended. */
+static void result_text(FILE *out, const json_t *r)
+{
+	if (json_is_string(r)) {
+		fprintf(out, "result       %s%s", json_string_value(r),
+			strchr(json_string_value(r), '\n') ? "" : "\n");
+		return;
+	}
+	const char *who = json_string_value(json_object_get(r, "worker"));
+	if (!who || strcmp(who, "gwb-worker")) {
+		if (r && !json_is_null(r)) {
+			char *text = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY);
+			fprintf(out, "result       %s\n", text ? text : "?");
+			gwb_free(text);
+		}
+		return;
+	}
+	fprintf(out, "result       %s (exit %lld)", str(r, "exit_reason"), num(r, "exit_code"));
+	const json_t *l = json_object_get(r, "ledger");
+	if (json_is_object(l))
+		fprintf(out, ", simulated ledger peak %lld of %lld MiB", num(l, "peak_bytes") >> 20,
+			num(l, "budget_bytes") >> 20);
+	const json_t *w = json_object_get(r, "work");
+	if (json_is_object(w))
+		fprintf(out, ", duty %.1f%% of %lld%%",
+			json_number_value(json_object_get(w, "achieved_duty_percent")),
+			num(w, "duty_percent"));
+	fprintf(out, "\n");
+}
+
 void show_task(FILE *out, enum show_mode m, const json_t *task)
 {
 	if (m == SHOW_JSON) {
@@ -148,6 +179,22 @@ void show_task(FILE *out, enum show_mode m, const json_t *task)
 	if (json_is_object(waiting))
 		fprintf(out, "waiting      %s: %s\n", str(waiting, "reason"),
 			str(waiting, "message"));
+	const json_t *iso = json_object_get(task, "isolation");
+	if (json_is_object(iso))
+		fprintf(out, "isolation    %s (the worker's verdict): %s\n", str(iso, "verdict"),
+			str(iso, "reason"));
+	result_text(out, json_object_get(task, "result"));
+	const json_t *u = json_object_get(task, "usage");
+	if (json_is_integer(json_object_get(u, "gpu_memory_mib"))) {
+		char sm[32] = "-";
+		const json_t *smv = json_object_get(u, "sm_percent");
+		if (json_is_number(smv))
+			snprintf(sm, sizeof sm, "%.1f", json_number_value(smv));
+		fprintf(out, "usage        %s: %lld MiB, SM %s%% at %s (%s)\n", str(u, "status"),
+			num(u, "gpu_memory_mib"), sm, str(u, "at"), str(u, "source"));
+	}
+	else if (json_is_object(u))
+		fprintf(out, "usage        %s: %s\n", str(u, "status"), str(u, "reason"));
 	const json_t *pending = json_object_get(task, "pending");
 	if (json_is_object(pending)) {
 		const json_t *d = json_object_get(pending, "diagnosis");

@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "tools/kubesim/discovery.h"
 #include "tools/kubesim/faults.h"
+#include "tools/kubesim/simmon.h"
 #include "tools/kubesim/kubelet.h"
 #include "tools/kubesim/logs.h"
 #include "tools/kubesim/obj.h"
@@ -868,6 +869,8 @@ void api_handle(struct hreq *h, void *arg)
 	if (faults_throttle(h->ks->faults, h))
 		return;
 	if (discovery_handle(h))
+		return;
+	if (simmon_handle(h))
 		return;
 	struct route rt;
 	if (route_parse(h->path, &rt) < 0) {

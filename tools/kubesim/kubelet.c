@@ -77,6 +77,8 @@ struct proc {
 	int start_error;     /* exec failed: errno */
 	char *program;       /* what the last start ran (argv[0]) */
 	char *waiting;       /* WAITING: why the container cannot be created */
+	char *message;       /* EXITED: its termination message, read once per exit */
+	int message_read;    /* message was taken for this exit */
 	int never_ran;       /* EXITED straight from WAITING (stopped before it could run) */
 	int64_t started_ms, finished_ms;
 	int64_t kill_at_ms;  /* SIGKILL deadline while TERMINATING */
@@ -165,6 +167,7 @@ static void proc_free(struct proc *p)
 {
 	gwb_free(p->program);
 	gwb_free(p->waiting);
+	gwb_free(p->message);
 	gwb_free(p);
 }
 
@@ -539,6 +542,10 @@ static void start_container(struct kubelet *k, const json_t *pod, const json_t *
 	}
 	struct podenv_env env = { 0 };
 	podenv_env_build(k->ks->cfg.state_dir, pod, ctr, &env);
+	podenv_termination_reset(k->ks->cfg.state_dir, p->uid, p->container);
+	gwb_free(p->message);
+	p->message = NULL;
+	p->message_read = 0;
 	gwb_free(p->program);
 	p->program = gwb_strdup(argv[0]);
 	p->state = C_STARTING;
@@ -588,7 +595,18 @@ static json_t *unstarted_status(const struct proc *p, const char *image)
 			 p->restarts, "state", state, "lastState");
 }
 
-static json_t *container_status(const struct proc *p, const json_t *ctr)
+/* The termination message of an exited p, taken once per exit (the file may change after). */
+static const char *exit_message(struct kubelet *k, struct proc *p, const json_t *ctr)
+{
+	if (!p->message_read) {
+		p->message_read = 1;
+		p->message = podenv_termination_message(k->ks->cfg.state_dir, p->uid, ctr,
+							exit_code(p) != 0);
+	}
+	return p->message;
+}
+
+static json_t *container_status(struct kubelet *k, struct proc *p, const json_t *ctr)
 {
 	char ts[32], fin[32], cid[64];
 	const char *image = obj_str(ctr, "image");
@@ -611,6 +629,8 @@ static json_t *container_status(const struct proc *p, const json_t *ctr)
 			snprintf(msg, sizeof msg, "failed to start container: exec: %s",
 				 strerror(p->start_error));
 			json_object_set_new(t, "message", json_string(msg));
+		} else if (exit_message(k, p, ctr)) {
+			json_object_set_new(t, "message", json_string(p->message));
 		}
 		state = json_pack("{s:o}", "terminated", t);
 	}
@@ -641,7 +661,7 @@ static int write_status_why(struct kubelet *k, const json_t *pod, const char *re
 		any = 1;
 		if (!start || p->started_ms < start)
 			start = p->started_ms;
-		json_array_append_new(statuses, container_status(p, ctr));
+		json_array_append_new(statuses, container_status(k, p, ctr));
 		any_waiting |= p->state == C_WAITING;
 		if (p->state != C_EXITED)
 			all_exited = 0;
@@ -847,7 +867,7 @@ static void run_pod(struct kubelet *k, const json_t *pod)
 			{
 				struct proc *p = find_proc(k, obj_uid(cur), obj_str(ctr, "name"));
 				if (p)
-					json_array_append_new(statuses, container_status(p, ctr));
+					json_array_append_new(statuses, container_status(k, p, ctr));
 			}
 			json_object_set_new(obj_child(nw, "status"), "containerStatuses", statuses);
 			registry_commit(k->ks->registry, RES_PODS, nw);

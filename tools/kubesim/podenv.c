@@ -13,6 +13,7 @@
 
 #include "lib/alloc.h"
 #include "lib/devalloc.h"
+#include "lib/jsonx.h"
 #include "lib/podinfo.h"
 #include "tools/kubesim/obj.h"
 
@@ -237,6 +238,91 @@ static int annotations_mount(const json_t *pod, const json_t *ctr, char *out, si
 	return 0;
 }
 
+/* ---- termination message ---- */
+
+void podenv_termination_path(const char *state_dir, const char *uid, const char *container,
+			     char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	podenv_dir(state_dir, uid, dir, sizeof dir);
+	snprintf(buf, len, "%s/%s.termination-log", dir, container);
+}
+
+void podenv_termination_reset(const char *state_dir, const char *uid, const char *container)
+{
+	char path[PATH_MAX + 96];
+	podenv_termination_path(state_dir, uid, container, path, sizeof path);
+	unlink(path);
+}
+
+/* The last max bytes of the file at path into buf (max + 1 bytes): their count, 0 when the
+ * file is missing or empty. */
+static size_t read_tail(const char *path, char *buf, size_t max)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	struct stat st;
+	size_t n = 0;
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+		off_t from = st.st_size > (off_t)max ? st.st_size - (off_t)max : 0;
+		if (fseeko(f, from, SEEK_SET) == 0)
+			n = fread(buf, 1, max, f);
+	}
+	fclose(f);
+	buf[n] = '\0';
+	return n;
+}
+
+/* Where the last `lines` lines of buf[0..n) begin (a last newline ends the last line). */
+static size_t last_lines(const char *buf, size_t n, int lines)
+{
+	size_t end = n && buf[n - 1] == '\n' ? n - 1 : n;
+	int seen = 0;
+	for (size_t i = end; i > 0; i--)
+		if (buf[i - 1] == '\n' && ++seen == lines)
+			return i;
+	return 0;
+}
+
+/* A string of s[0..n) with every byte that is not UTF-8 (and NUL) made '?'. */
+static char *utf8_clean(char *s, size_t n)
+{
+	size_t off = 0, bad;
+	while (off < n && !jx_utf8_valid(s + off, n - off, &bad)) {
+		s[off + bad] = '?';
+		off += bad + 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!s[i])
+			s[i] = '?';
+	return gwb_strdup(s);
+}
+
+char *podenv_termination_message(const char *state_dir, const char *uid, const json_t *ctr,
+				 int failed)
+{
+	const char *name = obj_str(ctr, "name");
+	if (!name)
+		return NULL;
+	char path[PATH_MAX + 96], buf[PODENV_TERM_MSG_MAX + 1];
+	podenv_termination_path(state_dir, uid, name, path, sizeof path);
+	size_t n = read_tail(path, buf, PODENV_TERM_MSG_MAX);
+	if (n)
+		return utf8_clean(buf, n);
+	const char *policy = obj_str(ctr, "terminationMessagePolicy");
+	if (!failed || !policy || strcmp(policy, "FallbackToLogsOnError"))
+		return NULL;
+	char dir[PATH_MAX];
+	podenv_dir(state_dir, uid, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/%s.log", dir, name);
+	n = read_tail(path, buf, PODENV_TERM_LOG_BYTES);
+	if (!n)
+		return NULL;
+	size_t from = last_lines(buf, n, PODENV_TERM_LOG_LINES);
+	return utf8_clean(buf + from, n - from);
+}
+
 /* ---- environment ---- */
 
 static void env_set(struct podenv_env *e, const char *name, const char *value)
@@ -332,6 +418,13 @@ void podenv_env_build(const char *state_dir, const json_t *pod, const json_t *ct
 		}
 	}
 	gpu_env(pod, e);
+	/* The termination file at its host path, whatever terminationMessagePath says. */
+	const char *cname = obj_str(ctr, "name");
+	if (cname) {
+		char tpath[PATH_MAX + 96];
+		podenv_termination_path(state_dir, obj_uid(pod), cname, tpath, sizeof tpath);
+		env_set(e, "GWB_TERMINATION_LOG", tpath);
+	}
 	/* The downward-API annotations file, at its host path (no mount namespaces here). */
 	char cpath[PATH_MAX], hpath[PATH_MAX + 700];
 	const char *given = env_get(e, "GWB_ANNOTATIONS_FILE");

@@ -105,6 +105,9 @@ static const struct row rows[] = {
 	I("stream.max_buffer_bytes", "GWB_STREAM_MAX_BUFFER_BYTES", stream_max_buffer_bytes, 4096,
 	  64 << 20),
 	I("stream.poll_ms", "GWB_STREAM_POLL_MS", stream_poll_ms, 10, 10000),
+	S("usage.url", "GWB_USAGE_URL", usage_url, C_URL),
+	E("usage.format", "GWB_USAGE_FORMAT", usage_format, "hami dcgm"),
+	I("usage.period_seconds", "GWB_USAGE_PERIOD_SECONDS", usage_period_seconds, 1, 3600),
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
