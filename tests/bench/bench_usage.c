@@ -31,7 +31,12 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	gwb_alloc_init();
-	int n = argc > 1 ? atoi(argv[1]) : 10000;
+	char *end = NULL;
+	long n = argc > 1 ? strtol(argv[1], &end, 10) : 10000;
+	if (argc > 1 && (*end || n < 1 || n > 10000000)) {
+		fprintf(stderr, "usage: bench_usage [SERIES (1..10000000)]\n");
+		return 2;
+	}
 	size_t cap = (size_t)n * 256 + 1024, len = 0;
 	char *text = gwb_malloc(cap);
 	len += (size_t)snprintf(text, cap, "# HELP hami_vgpu_memory_used_bytes used\n"
@@ -49,13 +54,13 @@ int main(int argc, char **argv)
 		double t0 = now_s();
 		promp_parse(text, len, 200000, count, &sum, &st);
 		runs[r] = now_s() - t0;
-		if ((int)st.samples != n) {
-			fprintf(stderr, "parsed %zu of %d\n", st.samples, n);
+		if ((long)st.samples != n) {
+			fprintf(stderr, "parsed %zu of %ld\n", st.samples, n);
 			return 1;
 		}
 	}
 	qsort(runs, 9, sizeof runs[0], cmp);
-	printf("usage scrape parse: %d series, %zu bytes: best %.2f ms, median %.2f ms\n", n, len,
+	printf("usage scrape parse: %ld series, %zu bytes: best %.2f ms, median %.2f ms\n", n, len,
 	       runs[0] * 1000, runs[4] * 1000);
 	gwb_free(text);
 	return 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/alloc.h"
 #include "lib/prom.h"
 #include "lib/promparse.h"
 
@@ -36,7 +37,7 @@ static int check(const struct promp_sample *s, void *arg)
 	struct evbuffer *b = evbuffer_new();
 	prom_sample_real(b, s->name, l, s->nlabels, s->value);
 	size_t n = evbuffer_get_length(b);
-	char *text = malloc(n);
+	char *text = gwb_malloc(n);
 	evbuffer_remove(b, text, n);
 	evbuffer_free(b);
 	struct promp_sample back;
@@ -44,7 +45,7 @@ static int check(const struct promp_sample *s, void *arg)
 	 * the line without its newline. */
 	if (n < 1 || promp_parse_line(text, n - 1, &back) != 0 || !same(s, &back))
 		abort();
-	free(text);
+	gwb_free(text);
 	return 0;
 }
 

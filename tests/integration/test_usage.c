@@ -121,7 +121,7 @@ static void standin_serve(int lfd, const struct standin *s)
 			fseek(f, 0, SEEK_END);
 			len = ftell(f);
 			rewind(f);
-			body = malloc((size_t)len + 1);
+			body = gwb_malloc((size_t)len + 1);
 			len = (long)fread(body, 1, (size_t)len, f);
 			fclose(f);
 		}
@@ -131,7 +131,7 @@ static void standin_serve(int lfd, const struct standin *s)
 				  "Content-Length: %ld\r\nConnection: close\r\n\r\n", len);
 		if (write(fd, head, (size_t)hl) < 0 || (len && write(fd, body, (size_t)len) < 0))
 			(void)0;
-		free(body);
+		gwb_free(body);
 		close(fd);
 	}
 }

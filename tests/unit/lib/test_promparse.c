@@ -92,11 +92,10 @@ TEST(promparse_bad_lines_are_counted_and_skipped)
 		"m 1e",
 	};
 	char text[1024] = "";
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		strcat(text, bad[i]);
-		strcat(text, "\n");
-	}
-	strcat(text, "good 1\n");
+	size_t len = 0;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		len += (size_t)snprintf(text + len, sizeof text - len, "%s\n", bad[i]);
+	snprintf(text + len, sizeof text - len, "good 1\n");
 	struct promp_stats st = parse(text);
 	CHECK_INT((long long)st.bad_lines, (long long)(sizeof bad / sizeof bad[0]));
 	CHECK_INT(ngot, 1);
