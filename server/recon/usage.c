@@ -226,6 +226,8 @@ static void scrape_done(void)
 static void on_data(void *arg, const char *data, size_t len)
 {
 	(void)arg;
+	if (len == 0)
+		return; /* nothing to keep (and no buffer yet to keep it in) */
 	if (U.len + len > USAGE_BODY_MAX) {
 		kube_cancel(U.kube, U.req);
 		fail(F_TOO_LARGE, NULL);
